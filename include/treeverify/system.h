@@ -1,0 +1,38 @@
+// What this build and this machine offer: compiled backends, CUDA architectures, devices.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "treeverify/status.h"
+
+namespace treeverify {
+
+struct BuildInfo {
+  std::string version;                // treeverify version
+  std::string git_commit;             // commit the library was built from, or "unknown"
+  bool cuda_compiled = false;         // whether the CUDA backend is in this binary
+  std::string cuda_compiler_version;  // nvcc version used, empty without CUDA
+  std::vector<int> cuda_archs;        // compiled SM architectures, e.g. {80, 86, 89, 90, 100, 120}
+  std::string blas;                   // BLAS the CPU fast backend uses, e.g. "OpenBLAS 0.3.21"
+};
+BuildInfo build_info();
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  size_t global_mem_bytes = 0;
+  size_t l2_bytes = 0;
+  size_t smem_per_block_optin = 0;  // the most dynamic shared memory one block may use
+  int clock_mhz = 0;
+  bool has_kernel_code = false;     // a compiled architecture can run on this device
+  int kernel_arch = 0;              // the compiled architecture it runs (0 if none)
+};
+
+// The CUDA devices present; empty (and ok) with no GPU or without the CUDA backend.
+// *driver_note says why no device is listed when that is not obvious (driver missing, ...).
+std::vector<DeviceInfo> list_devices(std::string* driver_note = nullptr);
+
+}  // namespace treeverify

@@ -1,0 +1,10 @@
+// treeverify: MLA tree-verify attention for speculative decoding. The whole public API.
+#pragma once
+
+#include "treeverify/half.h"
+#include "treeverify/merge.h"
+#include "treeverify/status.h"
+#include "treeverify/system.h"
+#include "treeverify/tree.h"
+#include "treeverify/types.h"
+#include "treeverify/verify.h"

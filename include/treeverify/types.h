@@ -1,0 +1,24 @@
+// Shapes, dtypes and limits of the MLA tree-verify computation (DESIGN.md sections 2-3).
+#pragma once
+
+#include <cstdint>
+
+namespace treeverify {
+
+// MLA in absorbed form: one latent KV head per token, shared by all query heads.
+inline constexpr int kLatentDim = 512;                   // c_kv, also the width of V and out
+inline constexpr int kRopeDim = 64;                      // rope part of q and k
+inline constexpr int kQKDim = kLatentDim + kRopeDim;     // 576: width of q rows and KV rows
+inline constexpr int kVDim = kLatentDim;                 // V = the first 512 columns of a KV row
+
+// Limits every backend supports; kernels may declare narrower ones (see supports()).
+inline constexpr int kMaxTreeSize = 1024;  // T_b: tree nodes per request
+inline constexpr int kMaxHeads = 128;      // H: query heads per call
+inline constexpr int kMaxPageSize = 128;   // page_size: a power of two in [1, kMaxPageSize]
+
+enum class DType : int32_t { kBF16 = 0, kFP16 = 1 };
+
+const char* dtype_name(DType dtype);
+inline constexpr int dtype_bytes(DType) { return 2; }
+
+}  // namespace treeverify

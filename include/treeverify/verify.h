@@ -1,0 +1,118 @@
+// MLA tree-verify attention over a paged KV cache: plan once per step, run once per layer.
+//
+//   VerifyProblem  host-side metadata (lengths, page table, tree), read by plan() to validate
+//                  every input and choose a kernel and its split-KV schedule.
+//   VerifyTensors  the buffers of one run(): device pointers for CUDA backends, host pointers
+//                  for CPU backends. The index arrays must hold the values plan() was given.
+//
+// Semantics (DESIGN.md section 2): for request b, node i of its tree sees all L_b prefix
+// tokens and tree token j iff j == i or j is an ancestor of i. scores = softmax_scale * q.k over
+// 576 columns; out = softmax(scores) . v with v = the first 512 columns of the same KV rows;
+// lse = natural-log log-sum-exp of the scaled scores. A row that sees nothing gets out = 0 and
+// lse = -inf.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "treeverify/status.h"
+#include "treeverify/types.h"
+
+namespace treeverify {
+
+struct VerifyProblem {
+  int32_t batch_size = 0;  // B >= 0
+  int32_t num_heads = 0;   // H in [1, kMaxHeads]
+  int32_t page_size = 0;   // a power of two in [1, kMaxPageSize]
+  int64_t num_pages = 0;   // pages in the KV pool
+  DType dtype = DType::kBF16;  // of q, kv_cache and out
+  float softmax_scale = 0.f;   // finite
+
+  const int32_t* qo_indptr = nullptr;        // [B+1] host: query rows of request b are
+                                             //   [qo_indptr[b], qo_indptr[b+1]), T_b of them
+  const int32_t* kv_len = nullptr;           // [B] host: L_b + T_b, KV tokens of request b
+  const int32_t* kv_page_indptr = nullptr;   // [B+1] host: pages of request b are
+                                             //   kv_page_indices[kv_page_indptr[b] ...]
+  const int32_t* kv_page_indices = nullptr;  // [nnz] host: page ids in [0, num_pages)
+  const int32_t* parents = nullptr;          // [total_q] host: per request, parents[0] = -1 and
+                                             //   parents[i] in [0, i) for i > 0 (node order)
+};
+
+// Strides are in elements; the last dimension is always contiguous.
+struct VerifyTensors {
+  const void* q = nullptr;         // [total_q, H, 576] dtype
+  int64_t q_stride_token = 0;      // 0 means contiguous: H * 576
+  int64_t q_stride_head = 0;       // 0 means contiguous: 576
+  const void* kv_cache = nullptr;  // [num_pages, page_size, 576] dtype, contiguous
+  const int32_t* qo_indptr = nullptr;        // [B+1] int32, same values as the problem's
+  const int32_t* kv_len = nullptr;           // [B] int32, same values as the problem's
+  const int32_t* kv_page_indptr = nullptr;   // [B+1] int32, same values as the problem's
+  const int32_t* kv_page_indices = nullptr;  // [nnz] int32, same values as the problem's
+  const int32_t* parents = nullptr;          // [total_q] int32, same values as the problem's
+  void* out = nullptr;             // [total_q, H, 512] dtype
+  int64_t out_stride_token = 0;    // 0 means contiguous: H * 512
+  int64_t out_stride_head = 0;     // 0 means contiguous: 512
+  float* lse = nullptr;            // [total_q, H] fp32, may be null
+};
+
+enum class Backend : int32_t {
+  kAuto = 0,      // the fastest backend that supports the problem on this machine
+  kCpuReference,  // exact oracle: float64 accumulation, plain loops, single thread
+  kCpuFast,       // float32, multithreaded, BLAS tile products: the fallback without a GPU
+  kCudaMma,       // portable tensor-core kernel (mma.sync), sm_80 .. sm_120
+};
+
+const char* backend_name(Backend backend);
+// Parses "auto", "cpu-reference", "cpu-fast", "cuda-mma".
+Status parse_backend(const std::string& name, Backend* backend);
+
+struct PlanOptions {
+  Backend backend = Backend::kAuto;
+  int device = -1;         // CUDA device ordinal; -1 means the current device
+  int num_threads = 0;     // CPU backends: 0 means all hardware threads
+  // Round softmax probabilities to the input dtype before P.V, as the GPU kernels do; the
+  // CPU backends use this to compare like with like. Off means P stays in full precision.
+  bool round_p = false;
+  // CUDA: force the tile configuration of another architecture (e.g. 120 on an H200) so the
+  // code that ships for it can be executed and timed here. 0 means the device's own.
+  int force_config_arch = 0;
+};
+
+// The decision plan() took; pass it to run() for every layer of the step.
+struct Plan {
+  Backend backend = Backend::kAuto;  // the backend chosen (never kAuto after a successful plan)
+  std::string kernel;                // the kernel chosen, e.g. "cuda-mma/sm80-cfg/bf16"
+  std::string reason;                // one line: why this backend and kernel
+  size_t workspace_bytes = 0;        // run() needs at least this much workspace
+
+  // The problem's shape, kept so that run() can check it is given matching tensors.
+  int32_t batch_size = 0, num_heads = 0, page_size = 0, total_q = 0, max_tree = 0;
+  int64_t num_pages = 0, nnz_pages = 0, max_kv_len = 0;
+  DType dtype = DType::kBF16;
+  float softmax_scale = 0.f;
+  PlanOptions options;
+
+  // Split-KV schedule (CUDA backends): the prefix of each request is cut into chunks of
+  // chunk_tokens; num_chunks is the largest chunk count of any request.
+  int32_t chunk_tokens = 0, num_chunks = 0, config_arch = 0, device = -1;
+};
+
+// Validates every input of the problem (DESIGN.md section 3) and chooses a backend, a kernel
+// and its schedule. Reads only host memory. On failure *plan is left unchanged.
+Status plan(const VerifyProblem& problem, const PlanOptions& options, Plan* plan);
+
+// Runs the planned call. CUDA backends launch on `stream` (a cudaStream_t, null for the
+// legacy default stream), allocate nothing and can be captured in a CUDA graph; CPU backends
+// ignore the stream and the workspace. On failure nothing is written to out or lse.
+Status run(const Plan& plan, const VerifyTensors& tensors, void* workspace,
+           size_t workspace_bytes, void* stream = nullptr);
+
+// Whether plan() would succeed, with the reason when not (the same selection code answers).
+Status supports(const VerifyProblem& problem, const PlanOptions& options);
+
+// Plan + run with a workspace of its own, for CPU backends and tests. Host pointers only.
+Status verify_cpu(const VerifyProblem& problem, const VerifyTensors& tensors,
+                  const PlanOptions& options = {});
+
+}  // namespace treeverify

@@ -1,0 +1,29 @@
+// The CUDA backend as the dispatch point sees it. Defined in src/cuda/ when CUDA is compiled
+// in, and in src/core/cuda_absent.cpp otherwise (every entry then reports kUnsupported).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/validate.h"
+#include "treeverify/merge.h"
+#include "treeverify/system.h"
+#include "treeverify/verify.h"
+
+namespace treeverify::detail {
+
+bool cuda_compiled();
+std::vector<int> cuda_compiled_archs();
+std::string cuda_compiler_version();
+std::vector<DeviceInfo> cuda_list_devices(std::string* note);
+
+// Chooses the kernel configuration and split schedule for a validated problem on `device`;
+// fills plan->kernel, reason, workspace_bytes, chunk_tokens, num_chunks, config_arch.
+// kUnsupported with the device name, capability and compiled list when nothing fits.
+Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
+                 const PlanOptions& options, const DeviceInfo& device, Plan* plan);
+Status cuda_run(const Plan& plan, const VerifyTensors& tensors, void* workspace,
+                size_t workspace_bytes, void* stream);
+Status cuda_merge_state(const MergeStateArgs& args, void* stream);
+
+}  // namespace treeverify::detail
