@@ -1,0 +1,55 @@
+// Names of status codes, dtypes and backends, and Status formatting.
+#include "treeverify/status.h"
+
+#include "treeverify/types.h"
+#include "treeverify/verify.h"
+
+namespace treeverify {
+
+const char* status_code_name(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "ok";
+    case StatusCode::kInvalidArgument: return "invalid argument";
+    case StatusCode::kUnsupported: return "unsupported";
+    case StatusCode::kNoDevice: return "no device";
+    case StatusCode::kCudaError: return "CUDA error";
+    case StatusCode::kInternal: return "internal error";
+  }
+  return "unknown status";
+}
+
+std::string Status::to_string() const {
+  if (ok()) return "ok";
+  return std::string(status_code_name(code_)) + ": " + message_;
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return "bf16";
+    case DType::kFP16: return "fp16";
+  }
+  return "unknown dtype";
+}
+
+const char* backend_name(Backend backend) {
+  switch (backend) {
+    case Backend::kAuto: return "auto";
+    case Backend::kCpuReference: return "cpu-reference";
+    case Backend::kCpuFast: return "cpu-fast";
+    case Backend::kCudaMma: return "cuda-mma";
+  }
+  return "unknown backend";
+}
+
+Status parse_backend(const std::string& name, Backend* backend) {
+  for (Backend b : {Backend::kAuto, Backend::kCpuReference, Backend::kCpuFast, Backend::kCudaMma}) {
+    if (name == backend_name(b)) {
+      *backend = b;
+      return Status::Ok();
+    }
+  }
+  return Status(StatusCode::kInvalidArgument,
+                "unknown backend '" + name + "' (expected auto, cpu-reference, cpu-fast or cuda-mma)");
+}
+
+}  // namespace treeverify
