@@ -86,9 +86,8 @@ void write_rows(const Plan& plan, const VerifyTensors& tensors, const FastReques
     const float inv = seen ? static_cast<float>(1.0 / l[r]) : 0.f;
     for (int c = 0; c < kVDim; ++c) dst[c] = float_to_half(plan.dtype, seen ? src[c] * inv : 0.f);
     if (tensors.lse != nullptr) {
-      tensors.lse[node * heads + head] =
-          seen ? static_cast<float>(double{m[r]} + std::log(l[r]))
-               : -std::numeric_limits<float>::infinity();
+      tensors.lse[node * heads + head] = seen ? static_cast<float>(double{m[r]} + std::log(l[r]))
+                                              : -std::numeric_limits<float>::infinity();
     }
   }
 }
@@ -143,7 +142,8 @@ Status cpu_fast_run(const Plan& plan, const VerifyTensors& tensors) {
     for (int32_t i = 0; i < static_cast<int32_t>(reqs.size()); ++i) {
       const int64_t rows = int64_t{reqs[i].span.num_nodes} * plan.num_heads;
       for (int64_t row0 = 0; row0 < rows; row0 += kRowBlock) {
-        groups.push_back({.req = i, .rows = static_cast<int32_t>(std::min<int64_t>(kRowBlock, rows - row0)),
+        groups.push_back({.req = i,
+                          .rows = static_cast<int32_t>(std::min<int64_t>(kRowBlock, rows - row0)),
                           .row0 = row0});
         total += (groups.back().rows + 1.0) * reqs[i].span.kv_len;
       }
@@ -155,7 +155,8 @@ Status cpu_fast_run(const Plan& plan, const VerifyTensors& tensors) {
       const int64_t kvl = reqs[g.req].span.kv_len;
       const double cost = (g.rows + 1.0) * kvl;
       const int64_t max_splits = (kvl + kTileTokens - 1) / kTileTokens;
-      const int64_t want = std::clamp<int64_t>(std::llround(std::ceil(cost / target)), 1, max_splits);
+      const int64_t want =
+          std::clamp<int64_t>(std::llround(std::ceil(cost / target)), 1, max_splits);
       // Whole tiles per chunk, so that only the last chunk has a partial tile.
       const int64_t tiles = ((kvl + want - 1) / want + kTileTokens - 1) / kTileTokens;
       g.chunk = tiles * kTileTokens;

@@ -37,8 +37,8 @@ void decode(DType dtype, const uint16_t* src, int n, float* dst) {
 
 // Masks the tree tokens of a tile: token t0 + j (j < n) is tree node t0 + j - L, visible to
 // row r's node only if it is that node or one of its ancestors. Prefix tokens stay visible.
-void mask_tree_tokens(const FastRequest& req, int32_t heads, int64_t row0, int32_t rows,
-                      int64_t t0, int32_t n, float* s) {
+void mask_tree_tokens(const FastRequest& req, int32_t heads, int64_t row0, int32_t rows, int64_t t0,
+                      int32_t n, float* s) {
   const int64_t first = std::max<int64_t>(req.span.prefix - t0, 0);
   for (int32_t r = 0; r < rows; ++r) {
     const int64_t node = (row0 + r) / heads;
@@ -131,14 +131,14 @@ void attend_range(const Plan& plan, const VerifyTensors& tensors, const FastRequ
       decode(plan.dtype, kv_row(tensors, plan.page_size, req.span, t0 + j), kQKDim,
              kv + int64_t{j} * kQKDim);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, kQKDim, plan.softmax_scale,
-                qb, kQKDim, kv, kQKDim, 0.f, s, kTileTokens);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, kQKDim, plan.softmax_scale, qb,
+                kQKDim, kv, kQKDim, 0.f, s, kTileTokens);
     // Only the tiles that reach the tree tokens pay for the mask.
     if (t0 + n > req.span.prefix) mask_tree_tokens(req, heads, row0, rows, t0, n, s);
     softmax_update(plan, rows, n, s, state);
     // V is the first 512 columns of the gathered rows: same buffer, leading dimension 576.
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, kVDim, n, 1.f, s, kTileTokens,
-                kv, kQKDim, 1.f, state.o, kVDim);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, kVDim, n, 1.f, s, kTileTokens, kv,
+                kQKDim, 1.f, state.o, kVDim);
   }
 }
 

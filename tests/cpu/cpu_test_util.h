@@ -32,11 +32,21 @@ inline std::vector<int32_t> local_tree(TreeShape shape, int32_t n, std::mt19937_
     }
     const int32_t any = std::uniform_int_distribution<int32_t>(0, i - 1)(rng);
     switch (shape) {
-      case TreeShape::kRandom: parents[i] = any; break;
-      case TreeShape::kChain: parents[i] = i - 1; break;
-      case TreeShape::kStar: parents[i] = 0; break;
-      case TreeShape::kDeep: parents[i] = (rng() % 8 == 0) ? any : i - 1; break;
-      case TreeShape::kBushy: parents[i] = (i - 1) / 4; break;
+      case TreeShape::kRandom:
+        parents[i] = any;
+        break;
+      case TreeShape::kChain:
+        parents[i] = i - 1;
+        break;
+      case TreeShape::kStar:
+        parents[i] = 0;
+        break;
+      case TreeShape::kDeep:
+        parents[i] = (rng() % 8 == 0) ? any : i - 1;
+        break;
+      case TreeShape::kBushy:
+        parents[i] = (i - 1) / 4;
+        break;
     }
   }
   return parents;

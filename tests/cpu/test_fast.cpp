@@ -41,8 +41,8 @@ struct Errors {
 Errors run_and_compare(const HostCase& c, PlanOptions options) {
   const treeverify::Plan plan = tvtest::plan_for(c, options);
   ReferenceResult ref;
-  const auto rs = reference_attention(plan, tvtest::tensors_for(c, nullptr, nullptr),
-                                      options.round_p, &ref);
+  const auto rs =
+      reference_attention(plan, tvtest::tensors_for(c, nullptr, nullptr), options.round_p, &ref);
   EXPECT_TRUE(rs.ok()) << rs.to_string();
   std::vector<uint16_t> out(c.out_elems(), 0x7fff);  // NaN poison in both dtypes
   std::vector<float> lse(c.lse_elems(), NAN);
@@ -131,15 +131,18 @@ TEST(CpuFast, KvSplitsRowBlocksAndTileBoundaries) {
 }
 
 // Strided q and out give the contiguous result bit for bit and leave the padding alone; a null
-// lse is allowed; a failed call writes nothing.
+// lse is allowed; a request with no tree nodes is skipped; a failed call writes nothing.
 TEST(CpuFast, StridesNullLseAndNothingWrittenOnFailure) {
   CaseSpec spec;
   spec.num_heads = 3;
-  spec.tree_sizes = {5, 3};
-  spec.prefix_lens = {300, 17};
+  spec.tree_sizes = {5, 0, 3};
+  spec.prefix_lens = {300, 40, 17};
   spec.page_size = 8;
   const HostCase c = tvtest::local_case(spec);
   const int heads = spec.num_heads, total_q = c.total_q();
+  const Errors e = run_and_compare(c, {.num_threads = 2});
+  EXPECT_LT(e.out_rel, out_tol(spec.dtype));
+  EXPECT_LT(e.lse_abs, kLseTol);
   const treeverify::Plan plan = tvtest::plan_for(c, {.num_threads = 2});
   std::vector<uint16_t> dense(c.out_elems());
   std::vector<float> lse(c.lse_elems());
@@ -196,13 +199,14 @@ TEST(CpuFast, DISABLED_Speed) {
   for (int i = 0; i < 5; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     ASSERT_TRUE(cpu_fast_run(plan, t).ok());
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   const double kvl = c.kv_len[0], bytes = kvl * treeverify::kQKDim * 2;
   const double flops = 2.0 * 16 * 8 * kvl * (treeverify::kQKDim + kVDim);
-  std::printf("cpu-fast H=8 T=16 L=65536 page 64: median %.2f ms, %.2f GB/s, %.1f GFLOP/s\n",
-              ms[2], bytes / ms[2] / 1e6, flops / ms[2] / 1e6);
+  std::printf("cpu-fast H=8 T=16 L=65536 page 64: median %.2f ms, %.2f GB/s, %.1f GFLOP/s\n", ms[2],
+              bytes / ms[2] / 1e6, flops / ms[2] / 1e6);
 }
 
 }  // namespace

@@ -17,8 +17,8 @@ using treeverify::DType;
 using treeverify::float_to_half;
 using treeverify::kQKDim;
 using treeverify::kVDim;
-using treeverify::MergeStateArgs;
 using treeverify::merge_state_cpu;
+using treeverify::MergeStateArgs;
 using treeverify::StatusCode;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -47,7 +47,8 @@ TEST(MergeState, MergeOfSplitRangesEqualsWholeRange) {
       std::vector<float> sa(heads), sb(heads), so(heads);
       for (int h = 0; h < heads; ++h) {
         std::vector<const uint16_t*> first, second;
-        for (int64_t t = 0; t < n; ++t) (t < k ? first : second).push_back(tvtest::token_row(c, 0, t));
+        for (int64_t t = 0; t < n; ++t)
+          (t < k ? first : second).push_back(tvtest::token_row(c, 0, t));
         std::vector<double> o(kVDim);
         double lse;
         const double scale = spec.softmax_scale;
@@ -58,9 +59,15 @@ TEST(MergeState, MergeOfSplitRangesEqualsWholeRange) {
         for (int col = 0; col < kVDim; ++col) vb[h * kVDim + col] = float_to_half(dtype, o[col]);
         sb[h] = static_cast<float>(lse);
       }
-      const MergeStateArgs args{.num_rows = heads, .head_dim = kVDim, .dtype = dtype,
-                                .v_a = va.data(), .s_a = sa.data(), .v_b = vb.data(),
-                                .s_b = sb.data(), .v_out = vo.data(), .s_out = so.data()};
+      const MergeStateArgs args{.num_rows = heads,
+                                .head_dim = kVDim,
+                                .dtype = dtype,
+                                .v_a = va.data(),
+                                .s_a = sa.data(),
+                                .v_b = vb.data(),
+                                .s_b = sb.data(),
+                                .v_out = vo.data(),
+                                .s_out = so.data()};
       ASSERT_TRUE(merge_state_cpu(args).ok());
       // Inputs and output are rounded to 16 bits: a few of its ulps, relative.
       const double tol = dtype == DType::kBF16 ? 8e-3 : 1e-3;
@@ -90,9 +97,15 @@ TEST(MergeState, NegInfSideContributesNothingAndNaNPropagates) {
   }
   std::vector<uint16_t> vo(5 * dim, 0x1234);
   std::vector<float> so(5, 7.f);
-  ASSERT_TRUE(merge_state_cpu({.num_rows = 5, .head_dim = dim, .dtype = d, .v_a = va.data(),
-                               .s_a = sa.data(), .v_b = vb.data(), .s_b = sb.data(),
-                               .v_out = vo.data(), .s_out = so.data()})
+  ASSERT_TRUE(merge_state_cpu({.num_rows = 5,
+                               .head_dim = dim,
+                               .dtype = d,
+                               .v_a = va.data(),
+                               .s_a = sa.data(),
+                               .v_b = vb.data(),
+                               .s_b = sb.data(),
+                               .v_out = vo.data(),
+                               .s_out = so.data()})
                   .ok());
   for (int c = 0; c < dim; ++c) {
     EXPECT_EQ(vo[0 * dim + c], vb[0 * dim + c]);  // only b saw anything
@@ -115,12 +128,19 @@ TEST(MergeState, OutputMayAliasEitherInput) {
   std::vector<uint16_t> va(rows * dim), vb(rows * dim);
   tvtest::fill_random(d, rng, &va);
   tvtest::fill_random(d, rng, &vb);
-  std::vector<float> sa = {0.f, 1.f, -2.f, 30.f, -kInf, 4.f}, sb = {0.5f, -1.f, -2.f, 1.f, 3.f, -kInf};
+  std::vector<float> sa = {0.f, 1.f, -2.f, 30.f, -kInf, 4.f},
+                     sb = {0.5f, -1.f, -2.f, 1.f, 3.f, -kInf};
   std::vector<uint16_t> expect_v(rows * dim);
   std::vector<float> expect_s(rows);
-  MergeStateArgs args{.num_rows = rows, .head_dim = dim, .dtype = d, .v_a = va.data(),
-                      .s_a = sa.data(), .v_b = vb.data(), .s_b = sb.data(),
-                      .v_out = expect_v.data(), .s_out = expect_s.data()};
+  MergeStateArgs args{.num_rows = rows,
+                      .head_dim = dim,
+                      .dtype = d,
+                      .v_a = va.data(),
+                      .s_a = sa.data(),
+                      .v_b = vb.data(),
+                      .s_b = sb.data(),
+                      .v_out = expect_v.data(),
+                      .s_out = expect_s.data()};
   ASSERT_TRUE(merge_state_cpu(args).ok());
   EXPECT_NE(expect_v, va);
 
@@ -143,9 +163,15 @@ TEST(MergeState, OutputMayAliasEitherInput) {
 TEST(MergeState, ChecksArguments) {
   std::vector<uint16_t> v(4);
   std::vector<float> s(1);
-  const MergeStateArgs ok{.num_rows = 1, .head_dim = 4, .dtype = DType::kBF16, .v_a = v.data(),
-                          .s_a = s.data(), .v_b = v.data(), .s_b = s.data(),
-                          .v_out = v.data(), .s_out = nullptr};
+  const MergeStateArgs ok{.num_rows = 1,
+                          .head_dim = 4,
+                          .dtype = DType::kBF16,
+                          .v_a = v.data(),
+                          .s_a = s.data(),
+                          .v_b = v.data(),
+                          .s_b = s.data(),
+                          .v_out = v.data(),
+                          .s_out = nullptr};
   EXPECT_TRUE(merge_state_cpu(ok).ok());  // s_out may be null
   auto with = [&](auto edit) {
     MergeStateArgs a = ok;

@@ -48,7 +48,8 @@ uint16_t bf(float f) { return float_to_half(DType::kBF16, f); }
 
 ReferenceResult run_reference(const HostCase& c, bool round_p = false) {
   ReferenceResult r;
-  const treeverify::Status s = reference_attention(tvtest::plan_for(c), tvtest::tensors_for(c, nullptr, nullptr), round_p, &r);
+  const treeverify::Status s = reference_attention(
+      tvtest::plan_for(c), tvtest::tensors_for(c, nullptr, nullptr), round_p, &r);
   EXPECT_TRUE(s.ok()) << s.to_string();
   return r;
 }
@@ -92,7 +93,8 @@ TEST(Reference, HandComputedTreeVisibility) {
     kv_at(c, 0, t, 512) = bf(static_cast<float>(t));
   }
   for (int node = 0; node < 4; ++node) q_at(c, node, 1, 512) = bf(1);
-  const std::vector<std::vector<int>> sees = {{0, 1, 2}, {0, 1, 2, 3}, {0, 1, 2, 3, 4}, {0, 1, 2, 5}};
+  const std::vector<std::vector<int>> sees = {
+      {0, 1, 2}, {0, 1, 2, 3}, {0, 1, 2, 3, 4}, {0, 1, 2, 5}};
   const ReferenceResult r = run_reference(c);
   for (int node = 0; node < 4; ++node) {
     for (int head = 0; head < 2; ++head) {
