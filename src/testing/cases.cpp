@@ -44,8 +44,7 @@ struct SplitMix64 {
 // the 10^8-element caches of BENCH.md's 185k-token cases.
 float approx_normal(SplitMix64& g) {
   const uint64_t r = g.next();
-  const uint32_t sum =
-      static_cast<uint32_t>(r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48);
+  const uint64_t sum = (r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48);
   constexpr float kInv16 = 1.0f / 65536.0f;
   constexpr float kSqrt3 = 1.7320508075688772f;
   return (static_cast<float>(sum) * kInv16 - 2.0f) * kSqrt3;

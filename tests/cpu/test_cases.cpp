@@ -46,13 +46,21 @@ TEST(MakeTree, ShapesAreAsPromised) {
       ASSERT_GE(p[i], 0) << tree_shape_name(shape) << " node " << i;
       ASSERT_LT(p[i], i) << tree_shape_name(shape) << " node " << i;
       chain_edges += p[i] == i - 1;
-      if (shape == TreeShape::kChain) EXPECT_EQ(p[i], i - 1);
-      if (shape == TreeShape::kStar) EXPECT_EQ(p[i], 0);
-      if (shape == TreeShape::kBushy) EXPECT_EQ(p[i], (i - 1) / 4);
+      if (shape == TreeShape::kChain) {
+        EXPECT_EQ(p[i], i - 1);
+      }
+      if (shape == TreeShape::kStar) {
+        EXPECT_EQ(p[i], 0);
+      }
+      if (shape == TreeShape::kBushy) {
+        EXPECT_EQ(p[i], (i - 1) / 4);
+      }
     }
     // Random: parent uniform in [0, i) extends the chain with probability 1/i, so a handful
     // of chain edges; deep: about 7 in 8 edges extend the chain, but not all of them.
-    if (shape == TreeShape::kRandom) EXPECT_LT(chain_edges, kN / 10);
+    if (shape == TreeShape::kRandom) {
+      EXPECT_LT(chain_edges, kN / 10);
+    }
     if (shape == TreeShape::kDeep) {
       EXPECT_GT(chain_edges, kN * 3 / 4);
       EXPECT_LT(chain_edges, kN - 1);
@@ -158,8 +166,11 @@ TEST(MakeCase, UnrepresentableSpecsThrow) {
 }
 
 TEST(Roofline, BytesAndFlopsFollowBench) {
-  const HostCase c = make_case(
-      CaseSpec{.num_heads = 8, .tree_sizes = {16, 2}, .prefix_lens = {1000, 10}, .page_size = 64});
+  const HostCase c = make_case(CaseSpec{.name = "roofline",
+                                        .num_heads = 8,
+                                        .tree_sizes = {16, 2},
+                                        .prefix_lens = {1000, 10},
+                                        .page_size = 64});
   EXPECT_DOUBLE_EQ(verify_bytes(c), (1016.0 + 12.0) * 576 * 2);
   EXPECT_DOUBLE_EQ(verify_flops(c), 2.0 * 8 * 1088 * (16.0 * 1016 + 2.0 * 12));
 }

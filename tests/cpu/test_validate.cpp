@@ -152,7 +152,8 @@ TEST(ValidateProblem, KvPageIndptrMustNotDecrease) {
 }
 
 TEST(ValidateProblem, TreeOverMaxTreeSize) {
-  const HostCase c = make_case(CaseSpec{.num_heads = 1,
+  const HostCase c = make_case(CaseSpec{.name = "big tree",
+                                        .num_heads = 1,
                                         .tree_sizes = {2, kMaxTreeSize + 1},
                                         .prefix_lens = {3, 5},
                                         .page_size = 128,
@@ -224,7 +225,8 @@ TEST(ValidateProblem, EmptyTreesAndEmptyPrefixesAreValid) {
        {std::pair<std::vector<int32_t>, std::vector<int64_t>>{{0, 0}, {10, 0}},
         {{4, 1}, {0, 0}},
         {{1}, {0}}}) {
-    const HostCase c = make_case(CaseSpec{.tree_sizes = trees, .prefix_lens = prefixes});
+    const HostCase c =
+        make_case(CaseSpec{.name = "empty parts", .tree_sizes = trees, .prefix_lens = prefixes});
     ProblemSummary s;
     EXPECT_TRUE(validate_problem(c.problem(), &s).ok());
     EXPECT_EQ(s.max_prefix, *std::max_element(prefixes.begin(), prefixes.end()));

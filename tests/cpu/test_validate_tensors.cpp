@@ -43,8 +43,11 @@ Plan plan_for(const HostCase& c) {
 class ValidateTensors : public ::testing::Test {
  protected:
   ValidateTensors()
-      : c_(make_case(CaseSpec{
-            .num_heads = kHeads, .tree_sizes = {6, 2}, .prefix_lens = {20, 3}, .page_size = 8})),
+      : c_(make_case(CaseSpec{.name = "tensors",
+                              .num_heads = kHeads,
+                              .tree_sizes = {6, 2},
+                              .prefix_lens = {20, 3},
+                              .page_size = 8})),
         plan_(plan_for(c_)),
         out_(c_.out_elems()),
         lse_(c_.lse_elems()) {}
@@ -122,8 +125,8 @@ TEST_F(ValidateTensors, NullBuffers) {
 }
 
 TEST_F(ValidateTensors, NothingIsRequiredWithoutQueryRows) {
-  const HostCase empty =
-      make_case(CaseSpec{.num_heads = kHeads, .tree_sizes = {0, 0}, .prefix_lens = {5, 0}});
+  const HostCase empty = make_case(CaseSpec{
+      .name = "no rows", .num_heads = kHeads, .tree_sizes = {0, 0}, .prefix_lens = {5, 0}});
   EXPECT_TRUE(validate_tensors(plan_for(empty), VerifyTensors{}).ok());
 }
 
