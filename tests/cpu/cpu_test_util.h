@@ -1,13 +1,11 @@
-// Helpers for the CPU backend tests: a local case generator filling testing::HostCase (until
-// the shared make_case of src/testing/cases.cpp is used), a hand-filled Plan (the tests call
-// the backends directly, not plan()/run()), and an independent float64 attention.
+// Helpers for the CPU backend tests: a hand-filled Plan (the tests call the backends directly),
+// the paging rule and a plain float64 attention written independently of src/cpu.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <numeric>
 #include <random>
 #include <vector>
 
@@ -23,73 +21,14 @@ using treeverify::testing::CaseSpec;
 using treeverify::testing::HostCase;
 using treeverify::testing::TreeShape;
 
-inline std::vector<int32_t> local_tree(TreeShape shape, int32_t n, std::mt19937_64& rng) {
-  std::vector<int32_t> parents(n);
-  for (int32_t i = 0; i < n; ++i) {
-    if (i == 0) {
-      parents[i] = -1;
-      continue;
-    }
-    const int32_t any = std::uniform_int_distribution<int32_t>(0, i - 1)(rng);
-    switch (shape) {
-      case TreeShape::kRandom:
-        parents[i] = any;
-        break;
-      case TreeShape::kChain:
-        parents[i] = i - 1;
-        break;
-      case TreeShape::kStar:
-        parents[i] = 0;
-        break;
-      case TreeShape::kDeep:
-        parents[i] = (rng() % 8 == 0) ? any : i - 1;
-        break;
-      case TreeShape::kBushy:
-        parents[i] = (i - 1) / 4;
-        break;
-    }
-  }
-  return parents;
-}
-
 // Random N(0, 1) values rounded to dtype, as 16-bit bits.
 inline void fill_random(DType dtype, std::mt19937_64& rng, std::vector<uint16_t>* v) {
   std::normal_distribution<float> normal(0.f, 1.f);
   for (uint16_t& x : *v) x = treeverify::float_to_half(dtype, normal(rng));
 }
 
-// The same contract as testing::make_case: pages of all requests are a random permutation of
-// a pool with spare pages.
-inline HostCase local_case(const CaseSpec& spec) {
-  HostCase c;
-  c.spec = spec;
-  std::mt19937_64 rng(spec.seed);
-  const size_t batch = spec.tree_sizes.size();
-  c.qo_indptr = {0};
-  c.kv_page_indptr = {0};
-  int64_t used = 0;
-  for (size_t b = 0; b < batch; ++b) {
-    const int32_t t = spec.tree_sizes[b];
-    c.qo_indptr.push_back(c.qo_indptr.back() + t);
-    c.kv_len.push_back(static_cast<int32_t>(spec.prefix_lens[b] + t));
-    const int64_t pages = (c.kv_len.back() + spec.page_size - 1) / spec.page_size;
-    c.kv_page_indptr.push_back(static_cast<int32_t>(c.kv_page_indptr.back() + pages));
-    used += pages;
-    const std::vector<int32_t> tree = local_tree(spec.shape, t, rng);
-    c.parents.insert(c.parents.end(), tree.begin(), tree.end());
-  }
-  c.num_pages = used + static_cast<int64_t>(std::ceil(used * spec.pool_slack));
-  std::vector<int32_t> pool(c.num_pages);
-  std::iota(pool.begin(), pool.end(), 0);
-  std::shuffle(pool.begin(), pool.end(), rng);
-  c.kv_page_indices.assign(pool.begin(), pool.begin() + used);
-  c.q.resize(static_cast<size_t>(c.total_q()) * spec.num_heads * treeverify::kQKDim);
-  c.kv.resize(static_cast<size_t>(c.num_pages) * spec.page_size * treeverify::kQKDim);
-  fill_random(spec.dtype, rng, &c.q);
-  fill_random(spec.dtype, rng, &c.kv);
-  return c;
-}
-
+// The shape of the case as a Plan, filled by hand so the backends are tested on their own,
+// whatever plan() does.
 inline treeverify::Plan plan_for(const HostCase& c, treeverify::PlanOptions options = {}) {
   treeverify::Plan p;
   p.backend = options.backend;
@@ -107,20 +46,6 @@ inline treeverify::Plan plan_for(const HostCase& c, treeverify::PlanOptions opti
   p.softmax_scale = c.spec.softmax_scale;
   p.options = options;
   return p;
-}
-
-inline treeverify::VerifyTensors tensors_for(const HostCase& c, void* out, float* lse) {
-  treeverify::VerifyTensors t;
-  t.q = c.q.data();
-  t.kv_cache = c.kv.data();
-  t.qo_indptr = c.qo_indptr.data();
-  t.kv_len = c.kv_len.data();
-  t.kv_page_indptr = c.kv_page_indptr.data();
-  t.kv_page_indices = c.kv_page_indices.data();
-  t.parents = c.parents.data();
-  t.out = out;
-  t.lse = lse;
-  return t;
 }
 
 // Offset in c.kv of KV token `tok` of request b (the paging rule written out again,

@@ -54,8 +54,7 @@ HostCase chain_case(const HostCase& tree, int b, const std::vector<int32_t>& pat
 
 ReferenceResult reference(const HostCase& c, bool round_p) {
   ReferenceResult r;
-  const auto s = reference_attention(tvtest::plan_for(c), tvtest::tensors_for(c, nullptr, nullptr),
-                                     round_p, &r);
+  const auto s = reference_attention(tvtest::plan_for(c), c.tensors(nullptr, nullptr), round_p, &r);
   EXPECT_TRUE(s.ok()) << s.to_string();
   return r;
 }
@@ -78,7 +77,7 @@ TEST(ChainIdentity, TreeNodeEqualsItsPathAsAChain) {
       spec.tree_sizes.push_back(1 + static_cast<int32_t>(rng() % 8));
       spec.prefix_lens.push_back(static_cast<int64_t>(rng() % 7));
     }
-    const HostCase tree = tvtest::local_case(spec);
+    const HostCase tree = treeverify::testing::make_case(spec);
     const bool round_p = trial % 3 == 0;
     const ReferenceResult tr = reference(tree, round_p);
     for (int b = 0; b < batch; ++b) {

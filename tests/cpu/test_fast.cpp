@@ -10,6 +10,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "cpu_test_util.h"
+#include "testing/compare.h"
 
 namespace {
 
@@ -19,6 +20,7 @@ using treeverify::PlanOptions;
 using treeverify::detail::cpu_fast_run;
 using treeverify::detail::reference_attention;
 using treeverify::detail::ReferenceResult;
+using treeverify::testing::Comparison;
 using treeverify::testing::TreeShape;
 using tvtest::CaseSpec;
 using tvtest::HostCase;
@@ -34,26 +36,19 @@ double out_tol(DType dtype) { return dtype == DType::kBF16 ? 2.5e-3 : 5e-4; }
 // normaliser summing rounded p's is off by 3e-5 to 8e-4).
 constexpr double kLseTol = 2e-5;
 
-struct Errors {
-  double out_rel = 0, lse_abs = 0;
-};
-
-Errors run_and_compare(const HostCase& c, PlanOptions options) {
+// Runs fast and the oracle (same round_p) and compares them with the shared helper, which also
+// counts NaN/inf in out and lse rows that are NaN or -inf on one side only.
+Comparison run_and_compare(const HostCase& c, PlanOptions options) {
   const treeverify::Plan plan = tvtest::plan_for(c, options);
   ReferenceResult ref;
-  const auto rs =
-      reference_attention(plan, tvtest::tensors_for(c, nullptr, nullptr), options.round_p, &ref);
+  const auto rs = reference_attention(plan, c.tensors(nullptr, nullptr), options.round_p, &ref);
   EXPECT_TRUE(rs.ok()) << rs.to_string();
   std::vector<uint16_t> out(c.out_elems(), 0x7fff);  // NaN poison in both dtypes
   std::vector<float> lse(c.lse_elems(), NAN);
-  const auto fs = cpu_fast_run(plan, tvtest::tensors_for(c, out.data(), lse.data()));
+  const auto fs = cpu_fast_run(plan, c.tensors(out.data(), lse.data()));
   EXPECT_TRUE(fs.ok()) << fs.to_string();
-  Errors e;
-  e.out_rel = tvtest::rel_fro(tvtest::to_double(c.spec.dtype, out), ref.out);
-  for (size_t i = 0; i < lse.size(); ++i) {
-    e.lse_abs = std::max(e.lse_abs, std::abs(lse[i] - ref.lse[i]));
-  }
-  return e;
+  return treeverify::testing::compare_with_reference(c.spec.dtype, out, lse.data(), ref.out,
+                                                     ref.lse);
 }
 
 CaseSpec random_spec(std::mt19937_64& rng, int page_size, DType dtype, int trial) {
@@ -80,12 +75,12 @@ TEST(CpuFast, RandomTreesEveryPageSizeBothDtypes) {
   for (DType dtype : {DType::kBF16, DType::kFP16}) {
     for (int page = 1; page <= 128; page *= 2, ++trial) {
       const CaseSpec spec = random_spec(rng, page, dtype, trial);
-      const HostCase c = tvtest::local_case(spec);
+      const HostCase c = treeverify::testing::make_case(spec);
       PlanOptions options;
       options.num_threads = 1 + trial % 3;
-      const Errors e = run_and_compare(c, options);
-      EXPECT_LT(e.out_rel, out_tol(dtype)) << "page " << page << " trial " << trial;
-      EXPECT_LT(e.lse_abs, kLseTol) << "page " << page << " trial " << trial;
+      const Comparison e = run_and_compare(c, options);
+      EXPECT_TRUE(e.ok(out_tol(dtype), kLseTol))
+          << "page " << page << " trial " << trial << ": " << e.to_string();
     }
   }
 }
@@ -95,13 +90,12 @@ TEST(CpuFast, RoundPMatchesTheRoundingOracle) {
   std::mt19937_64 rng(12);
   for (int trial = 0; trial < 6; ++trial) {
     const DType dtype = trial % 2 ? DType::kFP16 : DType::kBF16;
-    const HostCase c = tvtest::local_case(random_spec(rng, 16, dtype, trial));
+    const HostCase c = treeverify::testing::make_case(random_spec(rng, 16, dtype, trial));
     PlanOptions options;
     options.round_p = true;
     options.num_threads = 2;
-    const Errors e = run_and_compare(c, options);
-    EXPECT_LT(e.out_rel, out_tol(dtype)) << trial;
-    EXPECT_LT(e.lse_abs, kLseTol) << trial;
+    const Comparison e = run_and_compare(c, options);
+    EXPECT_TRUE(e.ok(out_tol(dtype), kLseTol)) << trial << ": " << e.to_string();
   }
 }
 
@@ -123,9 +117,9 @@ TEST(CpuFast, KvSplitsRowBlocksAndTileBoundaries) {
       spec.seed = 77 + s.nodes;
       PlanOptions options;
       options.num_threads = threads;
-      const Errors e = run_and_compare(tvtest::local_case(spec), options);
-      EXPECT_LT(e.out_rel, out_tol(spec.dtype)) << s.heads << "x" << s.nodes << " L " << s.prefix;
-      EXPECT_LT(e.lse_abs, kLseTol) << s.heads << "x" << s.nodes << " L " << s.prefix;
+      const Comparison e = run_and_compare(treeverify::testing::make_case(spec), options);
+      EXPECT_TRUE(e.ok(out_tol(spec.dtype), kLseTol))
+          << s.heads << "x" << s.nodes << " L " << s.prefix << ": " << e.to_string();
     }
   }
 }
@@ -138,15 +132,14 @@ TEST(CpuFast, StridesNullLseAndNothingWrittenOnFailure) {
   spec.tree_sizes = {5, 0, 3};
   spec.prefix_lens = {300, 40, 17};
   spec.page_size = 8;
-  const HostCase c = tvtest::local_case(spec);
+  const HostCase c = treeverify::testing::make_case(spec);
   const int heads = spec.num_heads, total_q = c.total_q();
-  const Errors e = run_and_compare(c, {.num_threads = 2});
-  EXPECT_LT(e.out_rel, out_tol(spec.dtype));
-  EXPECT_LT(e.lse_abs, kLseTol);
+  const Comparison e = run_and_compare(c, {.num_threads = 2});
+  EXPECT_TRUE(e.ok(out_tol(spec.dtype), kLseTol)) << e.to_string();
   const treeverify::Plan plan = tvtest::plan_for(c, {.num_threads = 2});
   std::vector<uint16_t> dense(c.out_elems());
   std::vector<float> lse(c.lse_elems());
-  ASSERT_TRUE(cpu_fast_run(plan, tvtest::tensors_for(c, dense.data(), lse.data())).ok());
+  ASSERT_TRUE(cpu_fast_run(plan, c.tensors(dense.data(), lse.data())).ok());
 
   const int64_t qsh = 600, qst = heads * qsh + 16, osh = 528, ost = heads * osh + 24;
   std::vector<uint16_t> q(total_q * qst, 0), out(total_q * ost, 0x7e00);
@@ -156,7 +149,7 @@ TEST(CpuFast, StridesNullLseAndNothingWrittenOnFailure) {
                   &q[row * qst + h * qsh]);
     }
   }
-  treeverify::VerifyTensors t = tvtest::tensors_for(c, out.data(), nullptr);
+  treeverify::VerifyTensors t = c.tensors(out.data(), nullptr);
   t.q = q.data();
   t.q_stride_token = qst;
   t.q_stride_head = qsh;
@@ -181,6 +174,33 @@ TEST(CpuFast, StridesNullLseAndNothingWrittenOnFailure) {
   }
 }
 
+// plan() + run() reach the same backends: bit-identical to calling them directly.
+TEST(CpuFast, DispatchRunsTheSameBackends) {
+  CaseSpec spec;
+  spec.num_heads = 2;
+  spec.tree_sizes = {6, 2};
+  spec.prefix_lens = {150, 9};
+  spec.page_size = 16;
+  const HostCase c = treeverify::testing::make_case(spec);
+  for (treeverify::Backend backend :
+       {treeverify::Backend::kCpuFast, treeverify::Backend::kCpuReference}) {
+    const PlanOptions options{.backend = backend, .num_threads = 2};
+    treeverify::Plan plan;
+    ASSERT_TRUE(treeverify::plan(c.problem(), options, &plan).ok());
+    std::vector<uint16_t> out(c.out_elems()), direct(c.out_elems());
+    std::vector<float> lse(c.lse_elems()), direct_lse(c.lse_elems());
+    ASSERT_TRUE(treeverify::run(plan, c.tensors(out.data(), lse.data()), nullptr, 0).ok());
+    const auto t = c.tensors(direct.data(), direct_lse.data());
+    const treeverify::Plan hand = tvtest::plan_for(c, options);
+    ASSERT_TRUE((backend == treeverify::Backend::kCpuFast
+                     ? cpu_fast_run(hand, t)
+                     : treeverify::detail::cpu_reference_run(hand, t))
+                    .ok());
+    EXPECT_EQ(out, direct) << treeverify::backend_name(backend);
+    EXPECT_EQ(lse, direct_lse) << treeverify::backend_name(backend);
+  }
+}
+
 // Not a correctness test: prints the time of BENCH.md's H=8 T=16 L=65536 case (page 64) on
 // this machine. Run with --gtest_also_run_disabled_tests.
 TEST(CpuFast, DISABLED_Speed) {
@@ -189,11 +209,11 @@ TEST(CpuFast, DISABLED_Speed) {
   spec.tree_sizes = {16};
   spec.prefix_lens = {65536};
   spec.page_size = 64;
-  const HostCase c = tvtest::local_case(spec);
+  const HostCase c = treeverify::testing::make_case(spec);
   const treeverify::Plan plan = tvtest::plan_for(c);
   std::vector<uint16_t> out(c.out_elems());
   std::vector<float> lse(c.lse_elems());
-  const auto t = tvtest::tensors_for(c, out.data(), lse.data());
+  const auto t = c.tensors(out.data(), lse.data());
   ASSERT_TRUE(cpu_fast_run(plan, t).ok());  // warm-up
   std::vector<double> ms;
   for (int i = 0; i < 5; ++i) {

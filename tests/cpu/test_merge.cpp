@@ -35,11 +35,11 @@ TEST(MergeState, MergeOfSplitRangesEqualsWholeRange) {
       spec.page_size = 8;
       spec.dtype = dtype;
       spec.seed = 50 + trial;
-      const tvtest::HostCase c = tvtest::local_case(spec);
+      const tvtest::HostCase c = treeverify::testing::make_case(spec);
       const int64_t n = c.kv_len[0], k = 1 + trial * 5 % (n - 1);
       treeverify::detail::ReferenceResult whole;
       ASSERT_TRUE(treeverify::detail::reference_attention(
-                      tvtest::plan_for(c), tvtest::tensors_for(c, nullptr, nullptr), false, &whole)
+                      tvtest::plan_for(c), c.tensors(nullptr, nullptr), false, &whole)
                       .ok());
 
       const int heads = spec.num_heads;

@@ -31,7 +31,7 @@ HostCase zero_case(int heads, std::vector<int32_t> trees, std::vector<int64_t> p
   spec.softmax_scale = scale;
   spec.dtype = dtype;
   spec.shape = treeverify::testing::TreeShape::kChain;
-  HostCase c = tvtest::local_case(spec);
+  HostCase c = treeverify::testing::make_case(spec);
   std::fill(c.q.begin(), c.q.end(), 0);
   std::fill(c.kv.begin(), c.kv.end(), 0);
   return c;
@@ -48,8 +48,8 @@ uint16_t bf(float f) { return float_to_half(DType::kBF16, f); }
 
 ReferenceResult run_reference(const HostCase& c, bool round_p = false) {
   ReferenceResult r;
-  const treeverify::Status s = reference_attention(
-      tvtest::plan_for(c), tvtest::tensors_for(c, nullptr, nullptr), round_p, &r);
+  const treeverify::Status s =
+      reference_attention(tvtest::plan_for(c), c.tensors(nullptr, nullptr), round_p, &r);
   EXPECT_TRUE(s.ok()) << s.to_string();
   return r;
 }
@@ -141,7 +141,7 @@ TEST(Reference, DecodeAndChainAreCausalAttention) {
     const bool decode = trial < 20;
     spec.tree_sizes = {decode ? 1 : 5, 0, decode ? 1 : 3};
     spec.prefix_lens = {trial % 7, 3, 40 + trial};
-    const HostCase c = tvtest::local_case(spec);
+    const HostCase c = treeverify::testing::make_case(spec);
     const ReferenceResult r = run_reference(c);
     for (int b = 0; b < 3; ++b) {
       const int64_t prefix = spec.prefix_lens[b];
@@ -173,7 +173,7 @@ TEST(Reference, RunRoundsHonoursStridesAndWritesNothingOnFailure) {
   spec.prefix_lens = {9, 0};
   spec.page_size = 4;
   spec.dtype = DType::kFP16;
-  const HostCase c = tvtest::local_case(spec);
+  const HostCase c = treeverify::testing::make_case(spec);
   const int heads = spec.num_heads, total_q = c.total_q();
   const ReferenceResult r = run_reference(c);
 
@@ -186,7 +186,7 @@ TEST(Reference, RunRoundsHonoursStridesAndWritesNothingOnFailure) {
     }
   }
   std::vector<float> lse(total_q * heads, 12345.f);
-  treeverify::VerifyTensors t = tvtest::tensors_for(c, out.data(), lse.data());
+  treeverify::VerifyTensors t = c.tensors(out.data(), lse.data());
   t.q = q.data();
   t.q_stride_token = qst;
   t.q_stride_head = qsh;
