@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "treeverify/status.h"
+#include "treeverify/types.h"
 
 namespace treeverify {
 
@@ -54,7 +55,7 @@ struct DraftTree {
 
 // Node budget: T counts the root, so budget 1 is plain decode (the root alone) and a budget
 // of kMaxTreeSize fills the largest tree verify accepts.
-inline constexpr int32_t kMaxDraftBudget = 1024;
+inline constexpr int32_t kMaxDraftBudget = kMaxTreeSize;
 
 // Selects the budget - 1 most probable draft prefixes under the product of the per-depth
 // marginals, score(c_1..c_d) = sum_t log_probs[t-1][c_t] accumulated in double from the

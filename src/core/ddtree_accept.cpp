@@ -143,7 +143,7 @@ Status verify_sampling(std::span<const int32_t> qo_indptr, std::span<const int32
 
   const size_t batch = qo_indptr.size() - 1;
   AcceptedPaths result{.indptr = {0}, .nodes = {}, .bonus_tokens = std::vector<int32_t>(batch)};
-  std::vector<double> p, q;
+  std::vector<double> p, q, residual;  // reused across nodes: no allocation per rejection
   for (size_t b = 0; b < batch; ++b) {
     const int32_t begin = qo_indptr[b], tree_size = qo_indptr[b + 1] - begin;
     int32_t bonus = -1;
@@ -169,7 +169,7 @@ Status verify_sampling(std::span<const int32_t> qo_indptr, std::span<const int32
             break;
           }
           // Rejected: the residual keeps exactly the target mass the draft did not cover.
-          std::vector<double> residual = p;
+          residual.assign(p.begin(), p.end());
           double total = 0;
           for (int32_t t = 0; t < vocab; ++t) {
             const double qt = deterministic ? (t == x ? 1.0 : 0.0) : q[t];
