@@ -1,0 +1,209 @@
+// treeverify._ext.Plan: plan() once per step from host metadata, run() once per layer.
+// A CUDA plan owns one device buffer holding copies of the index arrays and the workspace,
+// so run() allocates nothing, copies nothing and can be captured in a CUDA graph.
+#include <fmt/format.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <array>
+#include <memory>
+#include <optional>
+
+#include "common.h"
+#include "device.h"
+#include "treeverify/verify.h"
+
+namespace tvpy {
+namespace {
+
+using namespace treeverify;
+
+constexpr size_t kAlign = 256;  // cudaMalloc's own alignment, kept for every sub-buffer
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Strides of a [rows, H, width] tensor whose last dimension must be contiguous; 0 (the
+// library's "contiguous") where an extent of 1 makes the stride meaningless.
+void half_strides(const nb::ndarray<nb::ro>& a, const char* arg, int64_t* token, int64_t* head) {
+  *token = *head = 0;
+  if (a.size() == 0) return;  // nothing is read or written
+  if (a.stride(2) != 1 && a.shape(2) != 1)
+    raise_value(arg, fmt::format("last dimension has stride {}, expected 1 (shape {})",
+                                 a.stride(2), shape_string(a)));
+  for (size_t i = 0; i < 2; ++i) {
+    if (a.shape(i) > 1 && a.stride(i) <= 0)
+      raise_value(arg, fmt::format("stride {} in dimension {} (broadcast or reversed views are "
+                                   "not accepted)", a.stride(i), i));
+  }
+  *token = a.shape(0) > 1 ? a.stride(0) : 0;
+  *head = a.shape(1) > 1 ? a.stride(1) : 0;
+}
+
+class PyPlan {
+ public:
+  PyPlan(HostI32 kv_page_indptr, HostI32 kv_page_indices, HostI32 kv_len, HostI32 qo_indptr,
+         HostI32 parents, int32_t num_heads, int32_t page_size, int64_t num_pages,
+         const std::string& dtype, float softmax_scale, const std::string& device_type,
+         int32_t device_id, const std::string& backend, int32_t num_threads, bool round_p,
+         int32_t force_config_arch) {
+    if (qo_indptr.shape(0) < 1) raise_value("qo_indptr", "is empty, expected B + 1 entries");
+    const int64_t batch = static_cast<int64_t>(qo_indptr.shape(0)) - 1;
+    if (static_cast<int64_t>(kv_page_indptr.shape(0)) != batch + 1)
+      raise_value("kv_page_indptr", fmt::format("has {} entries, expected B + 1 = {} (B from "
+                                                "qo_indptr)", kv_page_indptr.shape(0), batch + 1));
+    if (static_cast<int64_t>(kv_len.shape(0)) != batch)
+      raise_value("kv_len", fmt::format("has {} entries, expected B = {}", kv_len.shape(0), batch));
+    // Sizes the library cannot see through raw pointers: checked before it reads them.
+    if (static_cast<int64_t>(parents.shape(0)) != qo_indptr.data()[batch])
+      raise_value("parents", fmt::format("has {} entries, but qo_indptr[B] = {}",
+                                         parents.shape(0), qo_indptr.data()[batch]));
+    if (static_cast<int64_t>(kv_page_indices.shape(0)) < kv_page_indptr.data()[batch])
+      raise_value("kv_page_indices", fmt::format("has {} entries, but kv_page_indptr[B] = {}",
+                                                 kv_page_indices.shape(0),
+                                                 kv_page_indptr.data()[batch]));
+    auto copy = [](const HostI32& a) { return std::vector<int32_t>(a.data(), a.data() + a.shape(0)); };
+    host_ = {copy(qo_indptr), copy(kv_len), copy(kv_page_indptr), copy(kv_page_indices),
+             copy(parents)};
+
+    PlanOptions options{.num_threads = num_threads, .round_p = round_p,
+                        .force_config_arch = force_config_arch};
+    check(parse_backend(backend, &options.backend));
+    if (device_type == "cuda") {
+      where_ = {nb::device::cuda::value, device_id};
+      if (options.backend == Backend::kAuto) options.backend = Backend::kCudaMma;
+      if (options.backend != Backend::kCudaMma)
+        raise_value("backend", fmt::format("'{}' runs on the CPU, but device is cuda:{}", backend,
+                                           device_id));
+      options.device = device_id;
+    } else if (device_type == "cpu") {
+      if (options.backend == Backend::kAuto) options.backend = Backend::kCpuFast;
+      if (options.backend == Backend::kCudaMma)
+        raise_value("backend", "'cuda-mma' needs device='cuda'");
+    } else {
+      raise_value("device", fmt::format("'{}' (expected 'cpu' or 'cuda')", device_type));
+    }
+    const VerifyProblem problem{
+        .batch_size = static_cast<int32_t>(batch),
+        .num_heads = num_heads,
+        .page_size = page_size,
+        .num_pages = num_pages,
+        .dtype = parse_dtype(dtype),
+        .softmax_scale = softmax_scale,
+        .qo_indptr = host_[0].data(),
+        .kv_len = host_[1].data(),
+        .kv_page_indptr = host_[2].data(),
+        .kv_page_indices = host_[3].data(),
+        .parents = host_[4].data(),
+    };
+    check(plan(problem, options, &plan_));
+    if (where_.cuda()) upload();
+  }
+
+  void run(InArray q, InArray kv_cache, OutArray out_rw, std::optional<OutArray> lse_rw,
+           uintptr_t stream) {
+    const nb::ndarray<nb::ro> out(out_rw);
+    using Arg = std::pair<const nb::ndarray<nb::ro>*, const char*>;
+    for (auto [a, name] : {Arg{&q, "q"}, Arg{&kv_cache, "kv_cache"}, Arg{&out, "out"}}) {
+      require_location(*a, name, where_);
+      require_half(*a, name, plan_.dtype);
+    }
+    require_shape(q, "q", {plan_.total_q, plan_.num_heads, kQKDim});
+    require_shape(out, "out", {plan_.total_q, plan_.num_heads, kVDim});
+    require_shape(kv_cache, "kv_cache", {plan_.num_pages, plan_.page_size, kQKDim});
+    require_contiguous(kv_cache, "kv_cache");
+    VerifyTensors t{.q = q.data(), .kv_cache = kv_cache.data(), .out = out_rw.data()};
+    half_strides(q, "q", &t.q_stride_token, &t.q_stride_head);
+    half_strides(out, "out", &t.out_stride_token, &t.out_stride_head);
+    if (lse_rw) {
+      const nb::ndarray<nb::ro> lse(*lse_rw);
+      require_location(lse, "lse", where_);
+      require_float32(lse, "lse");
+      require_shape(lse, "lse", {plan_.total_q, plan_.num_heads});
+      require_contiguous(lse, "lse");
+      t.lse = static_cast<float*>(lse_rw->data());
+    }
+    const auto& idx = where_.cuda() ? device_index_ : host_index_pointers();
+    t.qo_indptr = idx[0];
+    t.kv_len = idx[1];
+    t.kv_page_indptr = idx[2];
+    t.kv_page_indices = idx[3];
+    t.parents = idx[4];
+
+    Status status;
+    {
+      nb::gil_scoped_release release;  // CPU backends take long; CUDA ones only launch
+      if (where_.cuda()) {
+        DeviceGuard guard(where_.device_id);
+        status = treeverify::run(plan_, t, workspace_, plan_.workspace_bytes,
+                                 reinterpret_cast<void*>(stream));
+      } else {
+        status = treeverify::run(plan_, t, nullptr, 0, nullptr);
+      }
+    }
+    check(status);
+  }
+
+  const Plan& plan_info() const { return plan_; }
+  std::string device() const { return location_name(where_); }
+
+ private:
+  using Pointers = std::array<const int32_t*, 5>;
+  Pointers host_index_pointers() const {
+    return {host_[0].data(), host_[1].data(), host_[2].data(), host_[3].data(), host_[4].data()};
+  }
+
+  // One allocation: the five index arrays (each 256-byte aligned), then the workspace.
+  void upload() {
+    size_t bytes = 0;
+    std::array<size_t, 5> offset{};
+    for (size_t i = 0; i < host_.size(); ++i) {
+      offset[i] = bytes;
+      bytes += align_up(host_[i].size() * sizeof(int32_t));
+    }
+    const size_t ws_offset = bytes;
+    bytes += plan_.workspace_bytes;
+    buffer_ = std::make_unique<DeviceBuffer>(where_.device_id, bytes);
+    for (size_t i = 0; i < host_.size(); ++i) {
+      char* dst = buffer_->data() + offset[i];
+      copy_to_device(dst, host_[i].data(), host_[i].size() * sizeof(int32_t), where_.device_id);
+      device_index_[i] = reinterpret_cast<const int32_t*>(dst);
+    }
+    workspace_ = plan_.workspace_bytes ? buffer_->data() + ws_offset : nullptr;
+  }
+
+  Plan plan_;
+  Location where_;  // cpu unless a CUDA device was asked for
+  std::array<std::vector<int32_t>, 5> host_;  // qo_indptr, kv_len, kv_page_indptr, indices, parents
+  std::unique_ptr<DeviceBuffer> buffer_;
+  Pointers device_index_{};
+  void* workspace_ = nullptr;
+};
+
+}  // namespace
+
+void bind_verify(nb::module_& m) {
+  nb::class_<PyPlan>(m, "Plan")
+      .def(nb::init<HostI32, HostI32, HostI32, HostI32, HostI32, int32_t, int32_t, int64_t,
+                    const std::string&, float, const std::string&, int32_t, const std::string&,
+                    int32_t, bool, int32_t>(),
+           nb::arg("kv_page_indptr"), nb::arg("kv_page_indices"), nb::arg("kv_len"),
+           nb::arg("qo_indptr"), nb::arg("parents"), nb::arg("num_heads"), nb::arg("page_size"),
+           nb::arg("num_pages"), nb::arg("dtype"), nb::arg("softmax_scale"),
+           nb::arg("device_type"), nb::arg("device_id"), nb::arg("backend"),
+           nb::arg("num_threads"), nb::arg("round_p"), nb::arg("force_config_arch"))
+      .def("run", &PyPlan::run, nb::arg("q").noconvert(), nb::arg("kv_cache").noconvert(),
+           nb::arg("out").noconvert(), nb::arg("lse").noconvert().none(), nb::arg("stream"))
+      .def_prop_ro("device", &PyPlan::device)
+      .def_prop_ro("backend", [](const PyPlan& p) { return backend_name(p.plan_info().backend); })
+      .def_prop_ro("kernel", [](const PyPlan& p) { return p.plan_info().kernel; })
+      .def_prop_ro("reason", [](const PyPlan& p) { return p.plan_info().reason; })
+      .def_prop_ro("workspace_bytes", [](const PyPlan& p) { return p.plan_info().workspace_bytes; })
+      .def_prop_ro("dtype", [](const PyPlan& p) { return dtype_name(p.plan_info().dtype); })
+      .def_prop_ro("batch_size", [](const PyPlan& p) { return p.plan_info().batch_size; })
+      .def_prop_ro("num_heads", [](const PyPlan& p) { return p.plan_info().num_heads; })
+      .def_prop_ro("page_size", [](const PyPlan& p) { return p.plan_info().page_size; })
+      .def_prop_ro("num_pages", [](const PyPlan& p) { return p.plan_info().num_pages; })
+      .def_prop_ro("total_q", [](const PyPlan& p) { return p.plan_info().total_q; })
+      .def_prop_ro("num_chunks", [](const PyPlan& p) { return p.plan_info().num_chunks; });
+}
+
+}  // namespace tvpy

@@ -1,0 +1,121 @@
+"""plan / Plan.run / mla_verify / merge_state over the extension."""
+import numpy as np
+
+from . import _arrays, _ext
+
+_LATENT, _QK = _ext.LATENT_DIM, _ext.QK_DIM
+
+
+def _parse_device(device):
+    """'cpu', 'cuda', 'cuda:1', an int ordinal or a torch.device -> ("cpu"|"cuda", ordinal)."""
+    if device is None:
+        return ("cpu", 0)
+    if isinstance(device, int):
+        return ("cuda", device)
+    text = str(device)
+    if text == "cpu":
+        return ("cpu", 0)
+    if text == "cuda":
+        # The current device of this thread (torch's when torch set it).
+        return ("cuda", max(int(_current_cuda_device()), 0))
+    if text.startswith("cuda:") and text[5:].isdigit():
+        return ("cuda", int(text[5:]))
+    raise ValueError(f"invalid argument: argument 'device': {device!r} (expected 'cpu', 'cuda', "
+                     "'cuda:N' or an int)")
+
+
+def _current_cuda_device():
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return torch.cuda.current_device()
+    return 0
+
+
+class Plan:
+    """One step's verify plan: validated metadata, the kernel choice, and (CUDA) a device
+    buffer with the index arrays and the workspace. Run it once per layer; run() allocates
+    nothing when out and lse are given, so a loop of runs can be captured in a CUDA graph."""
+
+    def __init__(self, ext_plan):
+        self._plan = ext_plan
+
+    def run(self, q, kv_cache, out=None, lse=None, stream=None, *, dtype=None):
+        """out [total_q, H, 512] in q's dtype, lse [total_q, H] float32; both returned."""
+        p = self._plan
+        if out is None:
+            out = _arrays.empty(q, (p.total_q, p.num_heads, _LATENT))
+        if lse is None:
+            lse = _arrays.empty(q, (p.total_q, p.num_heads), float32=True)
+        device = _arrays.device_of(q, "q")
+        handle = _arrays.stream_handle(stream, device) if device[0] == "cuda" else 0
+        if dtype is not None and _arrays.dtype_name(None, dtype) != p.dtype:
+            raise TypeError(f"invalid argument: argument 'dtype': {dtype}, but the plan was made "
+                            f"for {p.dtype}")
+        p.run(_arrays.raw(q), _arrays.raw(kv_cache), _arrays.raw(out), lse, handle)
+        return out, lse
+
+    def __getattr__(self, name):  # backend, kernel, reason, workspace_bytes, device, ...
+        return getattr(self._plan, name)
+
+    def __repr__(self):
+        p = self._plan
+        return (f"treeverify.Plan(device={p.device}, backend={p.backend}, kernel={p.kernel!r}, "
+                f"B={p.batch_size}, total_q={p.total_q}, H={p.num_heads}, "
+                f"workspace_bytes={p.workspace_bytes})")
+
+
+def plan(kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents, num_heads, page_size,
+         num_pages, dtype, softmax_scale, device="cpu", *, backend="auto", num_threads=0,
+         round_p=False, force_config_arch=0):
+    """Validates the step's metadata (host copies are made of any array, device arrays
+    included) and chooses the kernel. dtype: 'bf16', 'fp16', torch.bfloat16, ...
+    device: 'cpu' (backend 'cpu-fast' or 'cpu-reference') or 'cuda[:N]' ('cuda-mma')."""
+    dev = _parse_device(device)
+    arrays = [_arrays.host_i32(a, n) for a, n in (
+        (kv_page_indptr, "kv_page_indptr"), (kv_page_indices, "kv_page_indices"),
+        (kv_len, "kv_len"), (qo_indptr, "qo_indptr"), (parents, "parents"))]
+    ext = _ext.Plan(*arrays, int(num_heads), int(page_size), int(num_pages),
+                    _arrays.dtype_name(None, dtype), float(softmax_scale), dev[0], dev[1],
+                    backend, int(num_threads), bool(round_p), int(force_config_arch))
+    return Plan(ext)
+
+
+def mla_verify(q, kv_cache, kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents,
+               softmax_scale, out=None, lse=None, stream=None, *, dtype=None, backend="auto",
+               num_threads=0, round_p=False):
+    """One-shot tree verify: plan + run. Shapes (DESIGN.md section 3):
+      q [total_q, H, 576] bf16/fp16, kv_cache [num_pages, page_size, 576] same dtype,
+      kv_page_indptr [B+1], kv_page_indices [nnz], kv_len [B] = L_b + T_b, qo_indptr [B+1],
+      parents [total_q] (per request: parents[0] = -1, parents[i] < i).
+    Returns (out [total_q, H, 512] in q's dtype, lse [total_q, H] float32, natural log).
+    On CUDA this allocates a workspace and copies the metadata each call: engines should make
+    one plan() per step and run it for every layer."""
+    device = _arrays.device_of(q, "q")
+    shape = getattr(kv_cache, "shape", None)
+    if shape is None or len(shape) != 3 or len(getattr(q, "shape", ())) != 3:
+        raise ValueError("invalid argument: argument 'q'/'kv_cache': expected q [total_q, H, 576] "
+                         "and kv_cache [num_pages, page_size, 576]")
+    p = plan(kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents, q.shape[1], shape[1],
+             shape[0], _arrays.dtype_name(q, dtype), softmax_scale,
+             device=f"{device[0]}:{device[1]}" if device[0] == "cuda" else "cpu",
+             backend=backend, num_threads=num_threads, round_p=round_p)
+    return p.run(q, kv_cache, out=out, lse=lse, stream=stream)
+
+
+def merge_state(v_a, s_a, v_b, s_b, v_merged=None, s_merged=None, stream=None, *, dtype=None):
+    """sgl_kernel.merge_state_v2: merges two attention results over disjoint KV ranges by their
+    natural-log lse. v [..., D] bf16/fp16, s = v.shape[:-1] float32. Returns (v, s); the
+    outputs may alias the inputs."""
+    if v_merged is None:
+        v_merged = _arrays.empty(v_a, tuple(v_a.shape))
+    if s_merged is None:
+        s_merged = _arrays.empty(v_a, tuple(s_a.shape), float32=True)
+    device = _arrays.device_of(v_a, "v_a")
+    handle = _arrays.stream_handle(stream, device) if device[0] == "cuda" else 0
+    if dtype is None and isinstance(v_a, np.ndarray) and v_a.dtype == np.uint16:
+        raise TypeError("invalid argument: argument 'dtype': uint16 arrays hold bf16 or fp16 "
+                        "bits; say which with dtype='bf16' or dtype='fp16'")
+    _ext.merge_state(_arrays.raw(v_a), s_a, _arrays.raw(v_b), s_b, _arrays.raw(v_merged),
+                     s_merged, _arrays.dtype_name(None, dtype) if dtype else "", handle)
+    return v_merged, s_merged
