@@ -1,0 +1,167 @@
+"""torch tensors on a GPU: agreement with a PyTorch float64 reference, streams, and a CUDA
+graph of one plan run for many layers. Skipped without torch, a GPU, or a CUDA build."""
+import numpy as np
+import pytest
+
+import treeverify as tv
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(
+    not (torch.cuda.is_available() and tv.build_info()["cuda_compiled"]),
+    reason="needs a CUDA device and a treeverify build with the CUDA backend")
+
+
+def make_case(seed, prefix_lens, tree_sizes, num_heads, page_size, dtype=torch.bfloat16):
+    g = np.random.default_rng(seed)
+    B = len(prefix_lens)
+    kv_len = [p + t for p, t in zip(prefix_lens, tree_sizes)]
+    pages_per = [(n + page_size - 1) // page_size for n in kv_len]
+    num_pages = sum(pages_per) + 5
+    indices = g.permutation(num_pages)[: sum(pages_per)]
+    parents = []
+    for t in tree_sizes:
+        parents += [-1] + [int(g.integers(0, i)) for i in range(1, t)] if t else []
+    i32 = dict(dtype=torch.int32, device="cuda")
+    total_q = sum(tree_sizes)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return dict(
+        q=torch.randn(total_q, num_heads, 576, generator=gen, device="cuda").to(dtype),
+        kv_cache=torch.randn(num_pages, page_size, 576, generator=gen, device="cuda").to(dtype),
+        kv_page_indptr=torch.tensor(np.concatenate([[0], np.cumsum(pages_per)]), **i32),
+        kv_page_indices=torch.tensor(indices, **i32),
+        kv_len=torch.tensor(kv_len, **i32),
+        qo_indptr=torch.tensor(np.concatenate([[0], np.cumsum(tree_sizes)]), **i32),
+        parents=torch.tensor(parents, **i32),
+        softmax_scale=576 ** -0.5)
+
+
+META = ("kv_page_indptr", "kv_page_indices", "kv_len", "qo_indptr", "parents")
+
+
+def torch_reference(c):
+    q, kv = c["q"].double(), c["kv_cache"].double()
+    ps = kv.shape[1]
+    meta = {k: c[k].cpu().tolist() for k in META}
+    total_q, H = q.shape[:2]
+    out = torch.zeros(total_q, H, 512, dtype=torch.float64, device=q.device)
+    lse = torch.full((total_q, H), float("-inf"), dtype=torch.float64, device=q.device)
+    for b, n in enumerate(meta["kv_len"]):
+        first, last = meta["qo_indptr"][b], meta["qo_indptr"][b + 1]
+        T, L = last - first, n - (last - first)
+        pages = torch.tensor(meta["kv_page_indices"][meta["kv_page_indptr"][b]:], device=q.device)
+        t = torch.arange(n, device=q.device)
+        rows = kv[pages[t // ps].long(), t % ps]
+        mask = torch.zeros(T, n, dtype=torch.bool, device=q.device)
+        mask[:, :L] = True
+        for i in range(T):
+            j = i
+            while j >= 0:
+                mask[i, L + j] = True
+                j = meta["parents"][first + j]
+        s = c["softmax_scale"] * torch.einsum("thd,nd->thn", q[first:last], rows)
+        s = s.masked_fill(~mask[:, None, :], float("-inf"))
+        lse[first:last] = torch.logsumexp(s, -1)
+        out[first:last] = torch.softmax(s, -1) @ rows[:, :512]
+    return out, lse
+
+
+def check(out, lse, ref_out, ref_lse):
+    # BENCH.md's bounds: relative Frobenius error of out < 1e-2 (bf16), lse absolute.
+    rel = (out.double() - ref_out).norm() / ref_out.norm()
+    assert rel < 1e-2, f"relative Frobenius error {rel:.3g}"
+    assert not torch.isnan(out).any()
+    assert (lse.double() - ref_lse).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("page_size", [1, 16, 64])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_matches_torch_reference(page_size, dtype):
+    c = make_case(page_size, [0, 300, 2049], [7, 1, 33], num_heads=16, page_size=page_size,
+                  dtype=dtype)
+    out, lse = tv.mla_verify(c["q"], c["kv_cache"], *(c[k] for k in META), c["softmax_scale"])
+    assert out.dtype == dtype and out.device == c["q"].device and lse.dtype == torch.float32
+    check(out, lse, *torch_reference(c))
+
+
+def test_explicit_stream_and_preallocated_outputs():
+    c = make_case(1, [1000], [16], num_heads=8, page_size=1)
+    p = tv.plan(*(c[k] for k in META), num_heads=8, page_size=1,
+                num_pages=c["kv_cache"].shape[0], dtype=torch.bfloat16,
+                softmax_scale=c["softmax_scale"], device="cuda")
+    assert p.backend == "cuda-mma" and p.device == "cuda:0"
+    out = torch.full((16, 8, 512), float("nan"), dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty(16, 8, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # default stream = torch's current one, i.e. `side`
+        p.run(c["q"], c["kv_cache"], out=out, lse=lse)
+    p.run(c["q"], c["kv_cache"], out=out, lse=lse, stream=side)  # explicit handle
+    side.synchronize()
+    check(out, lse, *torch_reference(c))
+
+
+def test_cuda_graph_plan_once_run_many():
+    layers = 4
+    c = make_case(2, [500, 70], [12, 5], num_heads=16, page_size=1)
+    p = tv.plan(*(c[k] for k in META), num_heads=16, page_size=1,
+                num_pages=c["kv_cache"].shape[0], dtype="bf16", softmax_scale=c["softmax_scale"],
+                device="cuda:0")
+    qs = [torch.zeros_like(c["q"]) for _ in range(layers)]
+    kvs = [torch.zeros_like(c["kv_cache"]) for _ in range(layers)]
+    outs = [torch.empty(17, 16, 512, dtype=torch.bfloat16, device="cuda") for _ in range(layers)]
+    lses = [torch.empty(17, 16, device="cuda") for _ in range(layers)]
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up outside capture (first launch sets kernel attributes)
+        for i in range(layers):
+            p.run(qs[i], kvs[i], out=outs[i], lse=lses[i])
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(layers):
+            p.run(qs[i], kvs[i], out=outs[i], lse=lses[i])
+    for step in range(2):  # new q and KV each replay, as a decode loop writes them
+        refs = []
+        for i in range(layers):
+            layer = make_case(10 * step + i, [500, 70], [12, 5], num_heads=16, page_size=1)
+            qs[i].copy_(layer["q"])
+            kvs[i].copy_(layer["kv_cache"])
+            refs.append(torch_reference(dict(c, q=qs[i].clone(), kv_cache=kvs[i].clone())))
+        graph.replay()
+        torch.cuda.synchronize()
+        for i in range(layers):
+            check(outs[i], lses[i], *refs[i])
+
+
+def test_merge_state_cuda():
+    g = torch.Generator(device="cuda").manual_seed(0)
+    va, vb = (torch.randn(9, 16, 512, generator=g, device="cuda").bfloat16() for _ in range(2))
+    sa, sb = (torch.randn(9, 16, generator=g, device="cuda") for _ in range(2))
+    v, s = tv.merge_state(va, sa, vb, sb)
+    ref_s = torch.logaddexp(sa, sb)
+    ref_v = va.float() * (sa - ref_s).exp()[..., None] + vb.float() * (sb - ref_s).exp()[..., None]
+    torch.testing.assert_close(s, ref_s)
+    torch.testing.assert_close(v.float(), ref_v, atol=2e-2, rtol=2e-2)
+
+
+def test_device_mismatch_is_an_error():
+    c = make_case(3, [10], [3], num_heads=2, page_size=4)
+    cpu_plan = tv.plan(*(c[k] for k in META), num_heads=2, page_size=4,
+                       num_pages=c["kv_cache"].shape[0], dtype="bf16", softmax_scale=0.1)
+    with pytest.raises(ValueError, match=r"argument 'q': is on cuda:0, expected cpu"):
+        cpu_plan.run(c["q"], c["kv_cache"])
+    gpu_plan = tv.plan(*(c[k] for k in META), num_heads=2, page_size=4,
+                       num_pages=c["kv_cache"].shape[0], dtype="bf16", softmax_scale=0.1,
+                       device="cuda")
+    with pytest.raises(ValueError, match=r"argument 'q': is on cpu, expected cuda:0"):
+        gpu_plan.run(c["q"].cpu(), c["kv_cache"])
+
+
+def test_cpu_torch_tensors_use_the_cpu_backend():
+    c = make_case(4, [40], [6], num_heads=2, page_size=8)
+    cpu = {k: (v.cpu() if torch.is_tensor(v) else v) for k, v in c.items()}
+    out, lse = tv.mla_verify(cpu["q"], cpu["kv_cache"], *(cpu[k] for k in META),
+                             c["softmax_scale"])
+    assert out.device.type == "cpu"
+    ref_out, ref_lse = torch_reference(c)
+    check(out, lse, ref_out.cpu(), ref_lse.cpu())
