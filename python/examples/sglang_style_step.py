@@ -132,8 +132,9 @@ def main():
     for b in range(B):
         path = accepted.nodes[accepted.indptr[b]: accepted.indptr[b + 1]]
         emitted = [int(t) for t in tokens[qo_indptr[b] + path[1:]]] + [int(accepted.bonus_tokens[b])]
-        print(f"  request {b}: tree of {T[b]} nodes (max depth {positions[qo_indptr[b]:qo_indptr[b+1]].max() - args.prefix[b]}), "
-              f"accepted path {path.tolist()} -> emits {len(emitted)} tokens {emitted}; "
+        depth = positions[qo_indptr[b]: qo_indptr[b + 1]].max() - args.prefix[b]
+        print(f"  request {b}: tree of {T[b]} nodes (max depth {depth}), accepted path "
+              f"{path.tolist()} -> emits {len(emitted)} tokens {emitted}; "
               f"seq_len {args.prefix[b]} -> {seq_len[b]}")
     print(f"  slots freed: {len(commit.freed_slots)}, free pool now {len(free)} of {pool_size}")
     assert rel < 1e-2, "verify output disagrees with the oracle"

@@ -11,7 +11,8 @@ using treeverify::StatusCode;
 namespace dl = nb::dlpack;
 
 void raise_status(const Status& status) {
-  if (status.code() == StatusCode::kInvalidArgument) throw nb::value_error(status.to_string().c_str());
+  if (status.code() == StatusCode::kInvalidArgument)
+    throw nb::value_error(status.to_string().c_str());
   throw StatusError(status.to_string());
 }
 
@@ -37,7 +38,8 @@ Location location_of(const nb::ndarray<nb::ro>& a, const char* arg) {
   const int32_t type = a.device_type();
   if (type != nb::device::cpu::value && type != nb::device::cuda::value) {
     raise_type(arg, fmt::format("DLPack device type {}; only CPU (1) and CUDA (2) memory is "
-                                "accepted", type));
+                                "accepted",
+                                type));
   }
   return {type, type == nb::device::cuda::value ? a.device_id() : 0};
 }
@@ -46,7 +48,8 @@ void require_location(const nb::ndarray<nb::ro>& a, const char* arg, const Locat
   const Location loc = location_of(a, arg);
   if (!(loc == where)) {
     raise_value(arg, fmt::format("is on {}, expected {} (the device of the plan / of the "
-                                 "first tensor)", location_name(loc), location_name(where)));
+                                 "first tensor)",
+                                 location_name(loc), location_name(where)));
   }
 }
 
@@ -86,7 +89,8 @@ DType half_dtype_of(const nb::ndarray<nb::ro>& a, const char* arg, const std::st
   if (is_fp16(t)) return DType::kFP16;
   if (is_u16(t) && !fallback.empty()) return parse_dtype(fallback);
   raise_type(arg, fmt::format("dtype {}, expected bf16 or fp16 (uint16 bits need dtype='bf16' "
-                              "or 'fp16')", dtype_string(t)));
+                              "or 'fp16')",
+                              dtype_string(t)));
 }
 
 void require_float32(const nb::ndarray<nb::ro>& a, const char* arg) {
@@ -120,8 +124,8 @@ void require_contiguous(const nb::ndarray<nb::ro>& a, const char* arg) {
   for (size_t i = a.ndim(); i-- > 0;) {
     if (a.shape(i) != 1 && a.stride(i) != expected) {
       raise_value(arg, fmt::format("is not contiguous (shape {}, stride {} in dimension {}, "
-                                   "expected {}); pass a contiguous array", shape_string(a),
-                                   a.stride(i), i, expected));
+                                   "expected {}); pass a contiguous array",
+                                   shape_string(a), a.stride(i), i, expected));
     }
     expected *= static_cast<int64_t>(a.shape(i));
   }

@@ -16,8 +16,8 @@ namespace {
 void check_cuda(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return;
   (void)cudaGetLastError();
-  throw StatusError(fmt::format("CUDA error: {}: {} ({})", what, cudaGetErrorString(err),
-                                cudaGetErrorName(err)));
+  throw StatusError(
+      fmt::format("CUDA error: {}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));
 }
 }  // namespace
 

@@ -1,5 +1,7 @@
 // merge_state(v_a, s_a, v_b, s_b) -> (v, s), the semantics of sgl_kernel.merge_state_v2:
 // v [..., D] bf16/fp16 and s [...] fp32 (for SGLang [tokens, heads, D] and [tokens, heads]).
+#include "treeverify/merge.h"
+
 #include <fmt/format.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -8,7 +10,6 @@
 
 #include "common.h"
 #include "device.h"
-#include "treeverify/merge.h"
 
 namespace tvpy {
 namespace {
@@ -23,18 +24,18 @@ void merge_state(InArray v_a, InArray s_a, InArray v_b, InArray s_b, OutArray v_
   if (v_a.ndim() < 1 || v_a.shape(v_a.ndim() - 1) == 0)
     raise_value("v_a", fmt::format("shape {}: expected [..., D] with D >= 1", shape_string(v_a)));
   const size_t lead = v_a.ndim() - 1;
-  for (auto [a, name] : {std::pair<const nb::ndarray<nb::ro>*, const char*>{&v_b, "v_b"},
-                         {&v_out, "v_out"}}) {
+  for (auto [a, name] :
+       {std::pair<const nb::ndarray<nb::ro>*, const char*>{&v_b, "v_b"}, {&v_out, "v_out"}}) {
     require_location(*a, name, where);
     require_half(*a, name, type);
     bool same = a->ndim() == v_a.ndim();
     for (size_t i = 0; same && i < v_a.ndim(); ++i) same = a->shape(i) == v_a.shape(i);
     if (!same)
-      raise_value(name, fmt::format("shape {}, expected v_a's {}", shape_string(*a),
-                                    shape_string(v_a)));
+      raise_value(name,
+                  fmt::format("shape {}, expected v_a's {}", shape_string(*a), shape_string(v_a)));
   }
   std::vector<std::pair<const nb::ndarray<nb::ro>*, const char*>> lses = {{&s_a, "s_a"},
-                                                                           {&s_b, "s_b"}};
+                                                                          {&s_b, "s_b"}};
   std::optional<nb::ndarray<nb::ro>> s_out;
   if (s_out_rw) lses.emplace_back(&s_out.emplace(*s_out_rw), "s_out");
   for (auto [a, name] : lses) {

@@ -1,6 +1,8 @@
 // Host tree utilities (tree.h) and the DDTree step (ddtree.h): build_tree, acceptance, KV
 // commit. Inputs are host int32 arrays (the Python wrappers convert); results are new numpy
 // arrays that own the library's vectors.
+#include "treeverify/tree.h"
+
 #include <fmt/format.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -11,7 +13,6 @@
 
 #include "common.h"
 #include "treeverify/ddtree.h"
-#include "treeverify/tree.h"
 
 namespace tvpy {
 namespace {
@@ -34,9 +35,9 @@ auto paths_tuple(AcceptedPaths&& p) {
 nb::tuple build_tree_py(HostF32_2d log_probs, HostI32_2d token_ids, int32_t budget,
                         int32_t root_token) {
   if (token_ids.shape(0) != log_probs.shape(0) || token_ids.shape(1) != log_probs.shape(1))
-    raise_value("token_ids", fmt::format("shape [{}, {}], expected log_probs' [{}, {}]",
-                                         token_ids.shape(0), token_ids.shape(1),
-                                         log_probs.shape(0), log_probs.shape(1)));
+    raise_value("token_ids",
+                fmt::format("shape [{}, {}], expected log_probs' [{}, {}]", token_ids.shape(0),
+                            token_ids.shape(1), log_probs.shape(0), log_probs.shape(1)));
   const DraftTopK draft{
       .depth = static_cast<int32_t>(log_probs.shape(0)),
       .top_k = static_cast<int32_t>(log_probs.shape(1)),
@@ -53,8 +54,8 @@ nb::tuple build_tree_py(HostF32_2d log_probs, HostI32_2d token_ids, int32_t budg
 nb::tuple verify_greedy_py(HostI32 qo_indptr, HostI32 parents, HostI32 tokens,
                            HostI32 target_argmax) {
   AcceptedPaths paths;
-  check(verify_greedy(span_of(qo_indptr), span_of(parents), span_of(tokens),
-                      span_of(target_argmax), &paths));
+  check(verify_greedy(span_of(qo_indptr), span_of(parents), span_of(tokens), span_of(target_argmax),
+                      &paths));
   return paths_tuple(std::move(paths));
 }
 
@@ -78,8 +79,8 @@ nb::tuple verify_sampling_py(HostI32 qo_indptr, HostI32 parents, HostI32 tokens,
                                             tokens.shape(0)));
   std::mt19937_64 rng(seed);
   AcceptedPaths paths;
-  check(verify_sampling(span_of(qo_indptr), span_of(parents), span_of(tokens), inputs, &rng,
-                        &paths));
+  check(
+      verify_sampling(span_of(qo_indptr), span_of(parents), span_of(tokens), inputs, &rng, &paths));
   return paths_tuple(std::move(paths));
 }
 
@@ -88,8 +89,9 @@ nb::ndarray<nb::numpy, int32_t, nb::ndim<1>> commit_kv_paged_py(
     HostI32 qo_indptr, HostI32 parents, HostI32 acc_indptr, HostI32 acc_nodes, HostI32 acc_bonus) {
   const nb::ndarray<nb::ro> kv(kv_rw);
   if (location_of(kv, "kv_cache").cuda())
-    raise_value("kv_cache", "is on a CUDA device; the KV commit runs on the host (pass a CPU "
-                            "array, or use commit_slots for page_size 1)");
+    raise_value("kv_cache",
+                "is on a CUDA device; the KV commit runs on the host (pass a CPU "
+                "array, or use commit_slots for page_size 1)");
   if (kv.ndim() != 3 || kv.shape(2) != static_cast<size_t>(kQKDim))
     raise_value("kv_cache", fmt::format("shape {}, expected [num_pages, page_size, {}]",
                                         shape_string(kv), kQKDim));

@@ -1,6 +1,8 @@
 // treeverify._ext.Plan: plan() once per step from host metadata, run() once per layer.
 // A CUDA plan owns one device buffer holding copies of the index arrays and the workspace,
 // so run() allocates nothing, copies nothing and can be captured in a CUDA graph.
+#include "treeverify/verify.h"
+
 #include <fmt/format.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -11,7 +13,6 @@
 
 #include "common.h"
 #include "device.h"
-#include "treeverify/verify.h"
 
 namespace tvpy {
 namespace {
@@ -27,12 +28,13 @@ void half_strides(const nb::ndarray<nb::ro>& a, const char* arg, int64_t* token,
   *token = *head = 0;
   if (a.size() == 0) return;  // nothing is read or written
   if (a.stride(2) != 1 && a.shape(2) != 1)
-    raise_value(arg, fmt::format("last dimension has stride {}, expected 1 (shape {})",
-                                 a.stride(2), shape_string(a)));
+    raise_value(arg, fmt::format("last dimension has stride {}, expected 1 (shape {})", a.stride(2),
+                                 shape_string(a)));
   for (size_t i = 0; i < 2; ++i) {
     if (a.shape(i) > 1 && a.stride(i) <= 0)
       raise_value(arg, fmt::format("stride {} in dimension {} (broadcast or reversed views are "
-                                   "not accepted)", a.stride(i), i));
+                                   "not accepted)",
+                                   a.stride(i), i));
   }
   *token = a.shape(0) > 1 ? a.stride(0) : 0;
   *head = a.shape(1) > 1 ? a.stride(1) : 0;
@@ -49,30 +51,33 @@ class PyPlan {
     const int64_t batch = static_cast<int64_t>(qo_indptr.shape(0)) - 1;
     if (static_cast<int64_t>(kv_page_indptr.shape(0)) != batch + 1)
       raise_value("kv_page_indptr", fmt::format("has {} entries, expected B + 1 = {} (B from "
-                                                "qo_indptr)", kv_page_indptr.shape(0), batch + 1));
+                                                "qo_indptr)",
+                                                kv_page_indptr.shape(0), batch + 1));
     if (static_cast<int64_t>(kv_len.shape(0)) != batch)
       raise_value("kv_len", fmt::format("has {} entries, expected B = {}", kv_len.shape(0), batch));
     // Sizes the library cannot see through raw pointers: checked before it reads them.
     if (static_cast<int64_t>(parents.shape(0)) != qo_indptr.data()[batch])
-      raise_value("parents", fmt::format("has {} entries, but qo_indptr[B] = {}",
-                                         parents.shape(0), qo_indptr.data()[batch]));
+      raise_value("parents", fmt::format("has {} entries, but qo_indptr[B] = {}", parents.shape(0),
+                                         qo_indptr.data()[batch]));
     if (static_cast<int64_t>(kv_page_indices.shape(0)) < kv_page_indptr.data()[batch])
-      raise_value("kv_page_indices", fmt::format("has {} entries, but kv_page_indptr[B] = {}",
-                                                 kv_page_indices.shape(0),
-                                                 kv_page_indptr.data()[batch]));
-    auto copy = [](const HostI32& a) { return std::vector<int32_t>(a.data(), a.data() + a.shape(0)); };
+      raise_value("kv_page_indices",
+                  fmt::format("has {} entries, but kv_page_indptr[B] = {}",
+                              kv_page_indices.shape(0), kv_page_indptr.data()[batch]));
+    auto copy = [](const HostI32& a) {
+      return std::vector<int32_t>(a.data(), a.data() + a.shape(0));
+    };
     host_ = {copy(qo_indptr), copy(kv_len), copy(kv_page_indptr), copy(kv_page_indices),
              copy(parents)};
 
-    PlanOptions options{.num_threads = num_threads, .round_p = round_p,
-                        .force_config_arch = force_config_arch};
+    PlanOptions options{
+        .num_threads = num_threads, .round_p = round_p, .force_config_arch = force_config_arch};
     check(parse_backend(backend, &options.backend));
     if (device_type == "cuda") {
       where_ = {nb::device::cuda::value, device_id};
       if (options.backend == Backend::kAuto) options.backend = Backend::kCudaMma;
       if (options.backend != Backend::kCudaMma)
-        raise_value("backend", fmt::format("'{}' runs on the CPU, but device is cuda:{}", backend,
-                                           device_id));
+        raise_value("backend",
+                    fmt::format("'{}' runs on the CPU, but device is cuda:{}", backend, device_id));
       options.device = device_id;
     } else if (device_type == "cpu") {
       if (options.backend == Backend::kAuto) options.backend = Backend::kCpuFast;
@@ -171,7 +176,7 @@ class PyPlan {
   }
 
   Plan plan_;
-  Location where_;  // cpu unless a CUDA device was asked for
+  Location where_;                            // cpu unless a CUDA device was asked for
   std::array<std::vector<int32_t>, 5> host_;  // qo_indptr, kv_len, kv_page_indptr, indices, parents
   std::unique_ptr<DeviceBuffer> buffer_;
   Pointers device_index_{};
@@ -187,9 +192,9 @@ void bind_verify(nb::module_& m) {
                     int32_t, bool, int32_t>(),
            nb::arg("kv_page_indptr"), nb::arg("kv_page_indices"), nb::arg("kv_len"),
            nb::arg("qo_indptr"), nb::arg("parents"), nb::arg("num_heads"), nb::arg("page_size"),
-           nb::arg("num_pages"), nb::arg("dtype"), nb::arg("softmax_scale"),
-           nb::arg("device_type"), nb::arg("device_id"), nb::arg("backend"),
-           nb::arg("num_threads"), nb::arg("round_p"), nb::arg("force_config_arch"))
+           nb::arg("num_pages"), nb::arg("dtype"), nb::arg("softmax_scale"), nb::arg("device_type"),
+           nb::arg("device_id"), nb::arg("backend"), nb::arg("num_threads"), nb::arg("round_p"),
+           nb::arg("force_config_arch"))
       .def("run", &PyPlan::run, nb::arg("q").noconvert(), nb::arg("kv_cache").noconvert(),
            nb::arg("out").noconvert(), nb::arg("lse").noconvert().none(), nb::arg("stream"))
       .def_prop_ro("device", &PyPlan::device)
