@@ -16,6 +16,8 @@ bool cuda_compiled();
 std::vector<int> cuda_compiled_archs();
 std::string cuda_compiler_version();
 std::vector<DeviceInfo> cuda_list_devices(std::string* note);
+// The calling thread's current CUDA device, or -1 when there is none.
+int cuda_current_device();
 
 // Chooses the kernel configuration and split schedule for a validated problem on `device`;
 // fills plan->kernel, reason, workspace_bytes, chunk_tokens, num_chunks, config_arch.

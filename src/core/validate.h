@@ -24,8 +24,7 @@ Status validate_problem(const VerifyProblem& problem, ProblemSummary* summary);
 
 // Checks of one run's buffers against the plan: non-null where required, strides that fit
 // the shapes, 16-byte alignment of q, kv_cache and out rows (the GPU loads 16 bytes at a
-// time). `device_memory` says whether the pointers are device pointers (then only their
-// values are checked, never dereferenced).
+// time). Pointers are never dereferenced: they may be device pointers.
 Status validate_tensors(const Plan& plan, const VerifyTensors& tensors);
 
 }  // namespace treeverify::detail

@@ -24,14 +24,14 @@ bool parse_tree_shape(const std::string& name, TreeShape* shape);
 std::vector<int32_t> make_tree(TreeShape shape, int32_t num_nodes, std::mt19937_64& rng);
 
 struct CaseSpec {
-  std::string name;                 // for messages
+  std::string name;  // for messages
   int32_t num_heads = 8;
-  std::vector<int32_t> tree_sizes;  // T_b per request (>= 0); its size is the batch size
-  std::vector<int64_t> prefix_lens; // L_b per request, same size as tree_sizes
+  std::vector<int32_t> tree_sizes;   // T_b per request (>= 0); its size is the batch size
+  std::vector<int64_t> prefix_lens;  // L_b per request, same size as tree_sizes
   int32_t page_size = 64;
   TreeShape shape = TreeShape::kRandom;
   DType dtype = DType::kBF16;
-  float softmax_scale = 0.1447f;    // Kimi K2.5/K2.6
+  float softmax_scale = 0.1447f;  // Kimi K2.5/K2.6
   uint64_t seed = 1;
   // Extra unused pages in the pool, as a fraction of the pages used; the used pages are a
   // random permutation of the pool, so nothing is contiguous by accident.
@@ -43,8 +43,9 @@ struct HostCase {
   CaseSpec spec;
   int64_t num_pages = 0;
   std::vector<int32_t> qo_indptr, kv_len, kv_page_indptr, kv_page_indices, parents;
-  std::vector<uint16_t> q;   // [total_q, H, 576] dtype bits, values ~ N(0, 1)
-  std::vector<uint16_t> kv;  // [num_pages, page_size, 576] dtype bits, values ~ N(0, 1)
+  std::vector<uint16_t> q;   // [total_q, H, 576] dtype bits, values ~ N(0, 1) (approximately)
+  std::vector<uint16_t> kv;  // [num_pages, page_size, 576] dtype bits, values ~ N(0, 1),
+                             //   idle pages and slots past kv_len included
 
   int32_t total_q() const { return qo_indptr.empty() ? 0 : qo_indptr.back(); }
   VerifyProblem problem() const;  // points into this case's vectors
@@ -54,6 +55,10 @@ struct HostCase {
   size_t lse_elems() const { return static_cast<size_t>(total_q()) * spec.num_heads; }
 };
 
+// Deterministic in spec (the same spec gives the same case on every machine). Throws
+// std::invalid_argument for specs that cannot be represented (sizes of tree_sizes and
+// prefix_lens differ, negative lengths, lengths or page counts past int32); specs that break
+// the verify contract in other ways (T_b > kMaxTreeSize, ...) are built as given.
 HostCase make_case(const CaseSpec& spec);
 
 // Bytes and flops of a verify call (BENCH.md's roofline): KV read once, Q.K^T and P.V over

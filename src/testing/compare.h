@@ -10,22 +10,24 @@
 namespace treeverify::testing {
 
 struct Comparison {
-  double out_rel_fro = 0;      // ||out - ref|| / ||ref|| over all finite reference entries
-  double lse_max_abs = 0;      // max |lse - ref| where both are finite
-  int64_t out_nonfinite = 0;   // NaN or inf entries in out (the reference never has them)
-  int64_t lse_mismatch = 0;    // rows where lse is NaN, or -inf on one side only
+  double out_rel_fro = 0;         // ||out - ref|| / ||ref|| over all finite reference entries
+  double lse_max_abs = 0;         // max |lse - ref| where both are finite
+  int64_t out_nonfinite = 0;      // NaN or inf entries in out (the reference never has them)
+  int64_t lse_mismatch = 0;       // rows where lse is NaN or +inf, or -inf on one side only
   int64_t out_zero_rows_bad = 0;  // rows with reference lse = -inf whose out is not all zero
   bool ok(double out_tol, double lse_tol) const;
   std::string to_string() const;
 };
 
-// out: [rows, 512] in dtype bits; lse: [rows] fp32 (may be null: then not compared).
-Comparison compare_with_reference(DType dtype, const std::vector<uint16_t>& out,
-                                  const float* lse, const std::vector<double>& ref_out,
+// rows = ref_lse.size(). out: [rows, 512] in dtype bits; lse: [rows] fp32 (may be null: then
+// not compared); ref_out: [rows, 512]. Throws std::invalid_argument when the sizes disagree.
+Comparison compare_with_reference(DType dtype, const std::vector<uint16_t>& out, const float* lse,
+                                  const std::vector<double>& ref_out,
                                   const std::vector<double>& ref_lse);
 
-// Tolerances of BENCH.md: relative Frobenius error of out under 1e-2 for 16-bit inputs, lse
-// under 1e-5 absolute... measured against an oracle that rounds P like the kernel does.
+// Tolerances of BENCH.md: relative Frobenius error of out under 1e-2 for 16-bit inputs, and
+// absolute lse error (natural log) under 1e-5, against the float64 oracle run with round_p
+// (it rounds P to the input dtype like the kernels do).
 inline constexpr double kOutRelTol = 1e-2;
 inline constexpr double kLseAbsTol = 1e-5;
 

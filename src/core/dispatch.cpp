@@ -1,0 +1,141 @@
+// The one dispatch point: plan() chooses the backend and kernel, run() launches what plan()
+// chose, supports() answers with the same code. Backends sit behind it (cpu_backend.h,
+// cuda_backend.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/check.h"
+#include "core/cuda_backend.h"
+#include "core/validate.h"
+#include "cpu/cpu_backend.h"
+#include "treeverify/verify.h"
+
+namespace treeverify {
+namespace {
+
+// Picks the CUDA device the options name (or the current one) and plans a kernel on it.
+Status plan_cuda(const VerifyProblem& problem, const detail::ProblemSummary& summary,
+                 const PlanOptions& options, Plan* plan) {
+  if (!detail::cuda_compiled()) {
+    return Status(StatusCode::kUnsupported,
+                  "backend cuda-mma: this build has no CUDA backend (configured with "
+                  "TREEVERIFY_CUDA=OFF or without nvcc); run `treeverify doctor`");
+  }
+  std::string note;
+  const std::vector<DeviceInfo> devices = detail::cuda_list_devices(&note);
+  if (devices.empty()) {
+    return Status(StatusCode::kNoDevice,
+                  "backend cuda-mma: no CUDA device found" + (note.empty() ? "" : " (" + note + ")"));
+  }
+  const int ordinal = options.device >= 0 ? options.device : detail::cuda_current_device();
+  auto it = std::find_if(devices.begin(), devices.end(),
+                         [&](const DeviceInfo& d) { return d.ordinal == ordinal; });
+  if (it == devices.end()) {
+    return Status(StatusCode::kNoDevice,
+                  fmt::format("backend cuda-mma: device {} does not exist ({} device(s) found)",
+                              ordinal, devices.size()));
+  }
+  return detail::cuda_plan(problem, summary, options, *it, plan);
+}
+
+}  // namespace
+
+Status plan(const VerifyProblem& problem, const PlanOptions& options, Plan* out) {
+  detail::ProblemSummary summary;
+  TV_RETURN_IF_ERROR(detail::validate_problem(problem, &summary));
+
+  Plan p;
+  p.batch_size = problem.batch_size;
+  p.num_heads = problem.num_heads;
+  p.page_size = problem.page_size;
+  p.num_pages = problem.num_pages;
+  p.total_q = summary.total_q;
+  p.max_tree = summary.max_tree;
+  p.nnz_pages = summary.nnz_pages;
+  p.max_kv_len = summary.max_kv_len;
+  p.dtype = problem.dtype;
+  p.softmax_scale = problem.softmax_scale;
+  p.options = options;
+
+  switch (options.backend) {
+    case Backend::kCpuReference:
+      p.backend = Backend::kCpuReference;
+      p.kernel = "cpu-reference/fp64";
+      p.reason = "requested: the float64 oracle";
+      break;
+    case Backend::kCpuFast:
+      p.backend = Backend::kCpuFast;
+      p.kernel = "cpu-fast/fp32-blas";
+      p.reason = "requested";
+      break;
+    case Backend::kCudaMma:
+      TV_RETURN_IF_ERROR(plan_cuda(problem, summary, options, &p));
+      p.backend = Backend::kCudaMma;
+      break;
+    case Backend::kAuto: {
+      // The GPU when one can run this problem; otherwise the CPU fallback, saying why.
+      Status cuda = plan_cuda(problem, summary, options, &p);
+      if (cuda.ok()) {
+        p.backend = Backend::kCudaMma;
+      } else {
+        p.backend = Backend::kCpuFast;
+        p.kernel = "cpu-fast/fp32-blas";
+        p.reason = "no GPU kernel: " + cuda.message();
+        p.workspace_bytes = 0;
+      }
+      break;
+    }
+    default:
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("argument 'options.backend': unknown value {}",
+                                static_cast<int>(options.backend)));
+  }
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+Status run(const Plan& plan, const VerifyTensors& tensors, void* workspace,
+           size_t workspace_bytes, void* stream) {
+  TV_RETURN_IF_ERROR(detail::validate_tensors(plan, tensors));
+  switch (plan.backend) {
+    case Backend::kCpuReference:
+      return detail::cpu_reference_run(plan, tensors);
+    case Backend::kCpuFast:
+      return detail::cpu_fast_run(plan, tensors);
+    case Backend::kCudaMma:
+      TV_REQUIRE(workspace_bytes >= plan.workspace_bytes, "workspace_bytes",
+                 "{} bytes given, the plan needs {}", workspace_bytes, plan.workspace_bytes);
+      TV_REQUIRE(workspace != nullptr || plan.workspace_bytes == 0, "workspace",
+                 "null, the plan needs {} bytes", plan.workspace_bytes);
+      return detail::cuda_run(plan, tensors, workspace, workspace_bytes, stream);
+    case Backend::kAuto:
+      break;
+  }
+  return Status(StatusCode::kInvalidArgument,
+                "argument 'plan': not a plan returned by a successful plan() call");
+}
+
+Status supports(const VerifyProblem& problem, const PlanOptions& options) {
+  Plan unused;
+  return plan(problem, options, &unused);
+}
+
+Status verify_cpu(const VerifyProblem& problem, const VerifyTensors& tensors,
+                  const PlanOptions& options) {
+  PlanOptions cpu_options = options;
+  if (cpu_options.backend == Backend::kAuto) cpu_options.backend = Backend::kCpuFast;
+  TV_REQUIRE(cpu_options.backend == Backend::kCpuFast ||
+                 cpu_options.backend == Backend::kCpuReference,
+             "options.backend", "{} is not a CPU backend", backend_name(cpu_options.backend));
+  Plan p;
+  TV_RETURN_IF_ERROR(plan(problem, cpu_options, &p));
+  return run(p, tensors, nullptr, 0, nullptr);
+}
+
+Status merge_state_cuda(const MergeStateArgs& args, void* stream) {
+  return detail::cuda_merge_state(args, stream);
+}
+
+}  // namespace treeverify

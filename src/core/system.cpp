@@ -1,0 +1,26 @@
+// build_info() and list_devices(): what this binary contains and what it finds.
+#include "treeverify/system.h"
+
+#include <cblas.h>
+
+#include "build_config.h"
+#include "core/cuda_backend.h"
+
+namespace treeverify {
+
+BuildInfo build_info() {
+  BuildInfo info;
+  info.version = TREEVERIFY_VERSION;
+  info.git_commit = TREEVERIFY_GIT_COMMIT;
+  info.cuda_compiled = detail::cuda_compiled();
+  info.cuda_compiler_version = detail::cuda_compiler_version();
+  info.cuda_archs = detail::cuda_compiled_archs();
+  info.blas = std::string("OpenBLAS ") + openblas_get_config();
+  return info;
+}
+
+std::vector<DeviceInfo> list_devices(std::string* driver_note) {
+  return detail::cuda_list_devices(driver_note);
+}
+
+}  // namespace treeverify

@@ -1,0 +1,34 @@
+// Capability macros: device code asks "is X available" here instead of testing
+// __CUDA_ARCH__ itself (STYLE.md). Defined once; every kernel includes this header.
+#pragma once
+
+#include <cstdio>
+
+#include "build_config.h"  // TREEVERIFY_CUDA_ARCH_LIST, for the message below
+
+// mma.sync.m16n8k16 with bf16/fp16 inputs and fp32 accumulation, ldmatrix and cp.async:
+// sm_80 and later (PTX ISA: "Warp-level matrix instructions", "cp.async").
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define TV_HAS_MMA_SYNC_16816 1
+#define TV_HAS_CP_ASYNC 1
+#else
+#define TV_HAS_MMA_SYNC_16816 0
+#define TV_HAS_CP_ASYNC 0
+#endif
+
+// True in the device pass of any architecture (false in the host pass).
+#if defined(__CUDA_ARCH__)
+#define TV_DEVICE_PASS 1
+#else
+#define TV_DEVICE_PASS 0
+#endif
+
+// For kernels compiled into an architecture that lacks what they need: trap with a message
+// instead of computing garbage (llama.cpp's NO_DEVICE_CODE). The host side never launches
+// such a kernel (dispatch checks the device), so reaching this is a dispatch bug.
+#define TV_NO_DEVICE_CODE(kernel_name)                                                     \
+  do {                                                                                     \
+    printf("treeverify: kernel %s has no code for sm_%d in this build; compiled for: %s\n", \
+           kernel_name, __CUDA_ARCH__ / 10, TREEVERIFY_CUDA_ARCH_LIST);                   \
+    __trap();                                                                              \
+  } while (0)

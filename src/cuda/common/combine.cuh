@@ -1,0 +1,37 @@
+// Merging attention partials by their lse: the split-KV combine of the verify kernels and
+// the public merge_state (SGLang merge_state_v2 semantics).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "treeverify/types.h"
+
+namespace treeverify::cuda {
+
+struct CombineParams {
+  const float* part_out;     // [num_chunks, total_rows, 512] fp32, each normalised by its l
+  const float* part_lse;     // [num_chunks, total_rows] fp32, log2 units, -inf if empty
+  const int32_t* qo_indptr;  // [B+1]
+  const int32_t* kv_len;     // [B]
+  int32_t batch;
+  int32_t num_heads;
+  int32_t chunk_tokens;
+  int64_t total_rows;        // total_q * H
+  void* out;                 // [total_q, H, 512] dtype
+  int64_t out_stride_token;  // elements
+  int64_t out_stride_head;   // elements
+  float* lse;                // [total_q, H] fp32 natural log, may be null
+};
+
+// Writes out/lse for every row whose request was split into more than one chunk (rows of
+// single-chunk requests were written by the main kernel and are left alone).
+void launch_combine(const CombineParams& p, DType dtype, cudaStream_t stream);
+
+// merge_state on device pointers; rows of width head_dim, contiguous.
+void launch_merge_state(DType dtype, int64_t num_rows, int32_t head_dim, const void* v_a,
+                        const float* s_a, const void* v_b, const float* s_b, void* v_out,
+                        float* s_out, cudaStream_t stream);
+
+}  // namespace treeverify::cuda

@@ -1,0 +1,76 @@
+// Comparison of a backend's output with the float64 oracle (BENCH.md's error bounds).
+#include "testing/compare.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "treeverify/half.h"
+
+namespace treeverify::testing {
+
+bool Comparison::ok(double out_tol, double lse_tol) const {
+  // Written so that a NaN error measure fails too.
+  return out_nonfinite == 0 && lse_mismatch == 0 && out_zero_rows_bad == 0 &&
+         out_rel_fro <= out_tol && lse_max_abs <= lse_tol;
+}
+
+std::string Comparison::to_string() const {
+  return fmt::format(
+      "out rel fro err {:.3e}, lse max abs err {:.3e}, out non-finite {}, lse mismatched rows {}, "
+      "empty rows with nonzero out {}",
+      out_rel_fro, lse_max_abs, out_nonfinite, lse_mismatch, out_zero_rows_bad);
+}
+
+Comparison compare_with_reference(DType dtype, const std::vector<uint16_t>& out, const float* lse,
+                                  const std::vector<double>& ref_out,
+                                  const std::vector<double>& ref_lse) {
+  const size_t rows = ref_lse.size();
+  if (ref_out.size() != rows * kVDim || out.size() != ref_out.size()) {
+    throw std::invalid_argument(fmt::format(
+        "compare_with_reference: {} reference lse rows need {} out entries; got out {}, "
+        "reference out {}",
+        rows, rows * kVDim, out.size(), ref_out.size()));
+  }
+  Comparison c;
+  double err_sq = 0, ref_sq = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    // A row that sees nothing: the contract is out = 0 and lse = -inf.
+    const bool ref_empty = std::isinf(ref_lse[r]) && ref_lse[r] < 0;
+    bool nonzero = false;
+    for (size_t k = r * kVDim; k < (r + 1) * kVDim; ++k) {
+      const double o = half_to_float(dtype, out[k]);
+      const double ref = ref_out[k];
+      if (!std::isfinite(o)) {
+        ++c.out_nonfinite;
+        nonzero = true;
+        continue;
+      }
+      nonzero |= o != 0;
+      if (!std::isfinite(ref)) continue;  // only from non-finite inputs; nothing to measure
+      err_sq += (o - ref) * (o - ref);
+      ref_sq += ref * ref;
+    }
+    if (ref_empty && nonzero) ++c.out_zero_rows_bad;
+
+    if (lse == nullptr) continue;
+    const double l = lse[r];
+    const bool l_empty = std::isinf(l) && l < 0;
+    if (ref_empty && l_empty) continue;
+    if (std::isfinite(l) && std::isfinite(ref_lse[r])) {
+      c.lse_max_abs = std::max(c.lse_max_abs, std::abs(l - ref_lse[r]));
+    } else {
+      ++c.lse_mismatch;  // NaN, +inf, or -inf on one side only (e.g. a row never written)
+    }
+  }
+  // All-zero reference (every row empty): any finite error at all is infinitely relative.
+  if (ref_sq > 0) {
+    c.out_rel_fro = std::sqrt(err_sq / ref_sq);
+  } else {
+    c.out_rel_fro = err_sq > 0 ? INFINITY : 0.0;
+  }
+  return c;
+}
+
+}  // namespace treeverify::testing
