@@ -97,10 +97,11 @@ int bench_case(const SuiteCase& given, const PlanOptions& options,
     return kExitFail;  // correctness before speed: a wrong kernel is not timed
   }
 
-  const testing::HostCase hc = testing::make_case(to_spec(c));
+  testing::HostCase hc;
   Plan plan;
   std::unique_ptr<Runner> runner;
-  s = treeverify::plan(hc.problem(), options, &plan);
+  s = build_case(c, &hc);
+  if (s.ok()) s = treeverify::plan(hc.problem(), options, &plan);
   if (s.ok()) s = make_runner(plan, hc, &runner);
   std::vector<double> samples;
   const bool cpu = is_cpu(plan.backend);

@@ -79,6 +79,15 @@ Status resolve_cases(const CaseFlags& f, std::vector<SuiteCase>* cases) {
   return Status::Ok();
 }
 
+Status build_case(const SuiteCase& c, testing::HostCase* host_case) {
+  try {
+    *host_case = testing::make_case(to_spec(c));
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInvalidArgument, fmt::format("case {}: {}", c.name, e.what()));
+  }
+  return Status::Ok();
+}
+
 double scale_for_budget(double flops, double budget) {
   return flops <= budget ? 1.0 : budget / flops;
 }
@@ -118,7 +127,8 @@ Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_
   // The oracle is single-threaded float64: shorten the prefix until it takes seconds.
   const double scale = scale_for_budget(case_flops(c), oracle_flops);
   const SuiteCase small = scale < 1 ? scale_prefix(c, scale) : c;
-  const testing::HostCase hc = testing::make_case(to_spec(small));
+  testing::HostCase hc;
+  TV_RETURN_IF_ERROR(build_case(small, &hc));
   Plan p;
   TV_RETURN_IF_ERROR(plan(hc.problem(), options, &p));
   std::unique_ptr<Runner> runner;

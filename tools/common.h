@@ -32,6 +32,9 @@ struct CaseFlags {
 void add_case_flags(CLI::App* app, CaseFlags* flags);
 Status resolve_cases(const CaseFlags& flags, std::vector<SuiteCase>* cases);
 
+// testing::make_case, with its exceptions (specs it cannot represent) turned into a Status.
+Status build_case(const SuiteCase& c, testing::HostCase* host_case);
+
 // Work budgets that keep a CPU run of each case well under a minute (the L scaling default):
 // cpu-fast reaches tens of GFLOP/s on a few cores, the float64 oracle about 1 GFLOP/s on one.
 inline constexpr double kCpuFastFlopBudget = 2e10;
