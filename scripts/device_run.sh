@@ -29,6 +29,6 @@ if want sanitize; then
   done
 fi
 if want bench; then
-  $bin/treeverify bench --backend cuda-mma --json "$out/bench.json" 2>&1 | tee "$out/bench.txt" | tail -30
+  $bin/treeverify bench --backend cuda-mma 2>&1 | tee "$out/bench.txt" | tail -30
   PYTHONUNBUFFERED=1 python3 bench/torch_reference.py --json "$out/torch.json" 2>&1 | tee "$out/torch.txt"
 fi
