@@ -57,11 +57,38 @@ Status require_device_pointer(const void* ptr, const char* arg) {
   return Status::Ok();
 }
 
+using cuda::mma::VariantId;
+
 template <typename T>
-cudaError_t launch_main(int stages, const cuda::mma::VerifyKernelParams& kp, dim3 grid,
+cudaError_t launch_main(VariantId v, const cuda::mma::VerifyKernelParams& kp, dim3 grid,
                         cudaStream_t stream) {
-  return stages == 2 ? cuda::mma::launch_verify<T, 2>(kp, grid, stream)
-                     : cuda::mma::launch_verify<T, 3>(kp, grid, stream);
+  switch (v) {
+    case VariantId::kLarge2: return cuda::mma::launch_verify<T, cuda::mma::VariantLarge2>(kp, grid, stream);
+    case VariantId::kLarge3: return cuda::mma::launch_verify<T, cuda::mma::VariantLarge3>(kp, grid, stream);
+    case VariantId::kSmall: return cuda::mma::launch_verify<T, cuda::mma::VariantSmall>(kp, grid, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+struct VariantFacts {
+  int rows, smem, ctas_per_sm;
+  const char* name;
+};
+
+// Rows, shared memory and measured occupancy of a variant on the current device.
+VariantFacts variant_facts(VariantId v, DType dtype) {
+  using namespace cuda::mma;
+  auto facts = [&]<typename V>(V, const char* name) {
+    const int ctas = dtype == DType::kBF16 ? verify_ctas_per_sm<__nv_bfloat16, V>()
+                                           : verify_ctas_per_sm<__half, V>();
+    return VariantFacts{V::kRows, V::kSmemBytes, ctas, name};
+  };
+  switch (v) {
+    case VariantId::kLarge2: return facts(VariantLarge2{}, "r32-s2");
+    case VariantId::kLarge3: return facts(VariantLarge3{}, "r32-s3");
+    case VariantId::kSmall: break;
+  }
+  return facts(VariantSmall{}, "r16-s2");
 }
 
 }  // namespace
@@ -78,37 +105,49 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                   "{} has no code in this build (compiled for {}); rebuild with "
                   "TREEVERIFY_CUDA_ARCHS including {}", where, compiled, sm);
   const int config_arch = options.force_config_arch > 0 ? options.force_config_arch : sm;
-  const int stages = cuda::mma::stages_for_arch(config_arch);
-  TV_REQUIRE_CODE(StatusCode::kUnsupported, stages == 2 || stages == 3, "options.force_config_arch",
-                  "no tile configuration for sm_{}", config_arch);
-  const size_t smem = cuda::mma::smem_bytes(stages);
-  TV_REQUIRE_CODE(StatusCode::kUnsupported, smem <= device.smem_per_block_optin,
-                  "options.force_config_arch",
-                  "the sm_{} configuration needs {} bytes of shared memory per block, {} allows {}",
-                  config_arch, smem, where, device.smem_per_block_optin);
+  const int large_stages = cuda::mma::large_stages_for_arch(config_arch);
+  TV_REQUIRE_CODE(StatusCode::kUnsupported, large_stages == 2 || large_stages == 3,
+                  "options.force_config_arch", "no tile configuration for sm_{}", config_arch);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, problem.batch_size <= 65535, "batch_size",
                   "{} requests; the grid holds at most 65535 per call", problem.batch_size);
+  // 16-row CTAs when no request has more rows (decode with H <= 16): half the tensor work per
+  // KV tile of the 32-row variant, and two CTAs per SM where shared memory allows.
+  const int64_t max_rows = static_cast<int64_t>(summary.max_tree) * problem.num_heads;
+  const VariantId variant = max_rows <= cuda::mma::VariantSmall::kRows ? VariantId::kSmall
+                            : large_stages == 3                        ? VariantId::kLarge3
+                                                                       : VariantId::kLarge2;
+  int previous = 0;
+  (void)cudaGetDevice(&previous);
+  (void)cudaSetDevice(device.ordinal);
+  const VariantFacts facts = variant_facts(variant, problem.dtype);
+  (void)cudaSetDevice(previous);
+  TV_REQUIRE_CODE(StatusCode::kUnsupported,
+                  facts.ctas_per_sm > 0 && static_cast<size_t>(facts.smem) <= device.smem_per_block_optin,
+                  "options.force_config_arch",
+                  "the sm_{} configuration ({}) needs {} bytes of shared memory per block; {} "
+                  "allows {}", config_arch, facts.name, facts.smem, where, device.smem_per_block_optin);
 
   SplitScheduleInput in;
   in.qo_indptr = {problem.qo_indptr, static_cast<size_t>(problem.batch_size) + 1};
   in.kv_len = {problem.kv_len, static_cast<size_t>(problem.batch_size)};
   in.num_heads = problem.num_heads;
-  in.rows_per_cta = cuda::mma::kRows;
+  in.rows_per_cta = facts.rows;
   in.tile_tokens = cuda::mma::kTileTokens;
-  in.concurrent_ctas = device.sm_count;  // one CTA per SM: registers allow no more
+  in.concurrent_ctas = device.sm_count * facts.ctas_per_sm;
   const SplitSchedule sched =
       problem.batch_size > 0 ? plan_split_schedule(in) : SplitSchedule{.chunk_tokens = 32};
 
   plan->device = device.ordinal;
   plan->config_arch = config_arch;
+  plan->variant = static_cast<int32_t>(variant);
   plan->chunk_tokens = sched.chunk_tokens;
   plan->num_chunks = sched.num_chunks;
-  plan->kernel = fmt::format("cuda-mma/{}/sm{}-config/{}-stage", dtype_name(problem.dtype),
-                             config_arch, stages);
+  plan->kernel = fmt::format("cuda-mma/{}/{}/sm{}-config", dtype_name(problem.dtype), facts.name,
+                             config_arch);
   plan->reason = fmt::format(
-      "{} runs sm_{} code; {} row block(s) x {} chunk(s) of {} tokens = {} CTAs on {} SMs",
+      "{} runs sm_{} code; {} row block(s) x {} chunk(s) of {} tokens = {} CTAs, {} per SM",
       where, device.kernel_arch, sched.max_row_blocks, sched.num_chunks, sched.chunk_tokens,
-      sched.num_ctas, device.sm_count);
+      sched.num_ctas, facts.ctas_per_sm);
   plan->workspace_bytes = workspace_layout(*plan).total();
   (void)summary;
   return Status::Ok();
@@ -171,13 +210,14 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .total_rows = rows,
       .scale_log2 = plan.softmax_scale * 1.4426950408889634f,
   };
-  const int stages = cuda::mma::stages_for_arch(plan.config_arch);
+  const auto variant = static_cast<VariantId>(plan.variant);
+  const int rows_per_cta = variant == VariantId::kSmall ? cuda::mma::VariantSmall::kRows
+                                                        : cuda::mma::VariantLarge2::kRows;
   const int max_rows = plan.max_tree * plan.num_heads;
-  const dim3 grid((max_rows + cuda::mma::kRows - 1) / cuda::mma::kRows, plan.num_chunks,
-                  plan.batch_size);
+  const dim3 grid((max_rows + rows_per_cta - 1) / rows_per_cta, plan.num_chunks, plan.batch_size);
   const cudaError_t err = plan.dtype == DType::kBF16
-                              ? launch_main<__nv_bfloat16>(stages, kp, grid, stream)
-                              : launch_main<__half>(stages, kp, grid, stream);
+                              ? launch_main<__nv_bfloat16>(variant, kp, grid, stream)
+                              : launch_main<__half>(variant, kp, grid, stream);
   if (err != cudaSuccess) return cuda_error("verify_mma_kernel launch", err);
 
   if (plan.num_chunks > 1) {

@@ -72,7 +72,7 @@ std::vector<DeviceInfo> cuda_list_devices(std::string* note) {
     // code for this GPU", including PTX that the driver compiles for newer architectures.
     cudaFuncAttributes attr{};
     if (cudaSetDevice(d) == cudaSuccess &&
-        cuda::mma::verify_attributes<__nv_bfloat16, 2>(&attr) == cudaSuccess) {
+        cuda::mma::verify_attributes<__nv_bfloat16, cuda::mma::VariantLarge2>(&attr) == cudaSuccess) {
       info.has_kernel_code = true;
       info.kernel_arch = attr.binaryVersion;
     }

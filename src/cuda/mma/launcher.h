@@ -1,20 +1,25 @@
-// Host entry points of the portable kernel, one explicit instantiation per (dtype, stages)
+// Host entry points of the portable kernel, one explicit instantiation per (dtype, variant)
 // in instantiations/. Launch code never sees the kernel template itself.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include "cuda/mma/config.h"
 #include "cuda/mma/params.h"
 
 namespace treeverify::cuda::mma {
 
 // Raises the dynamic shared-memory limit once per device, then launches the kernel.
-template <typename T, int kStages>
+template <typename T, typename V>
 cudaError_t launch_verify(const VerifyKernelParams& params, dim3 grid, cudaStream_t stream);
 
 // The kernel's attributes on the current device (binaryVersion tells which compiled
 // architecture runs there; an error means none can).
-template <typename T, int kStages>
+template <typename T, typename V>
 cudaError_t verify_attributes(cudaFuncAttributes* attr);
+
+// How many CTAs of the kernel one SM runs at once on the current device (0 on error).
+template <typename T, typename V>
+int verify_ctas_per_sm();
 
 }  // namespace treeverify::cuda::mma

@@ -1,6 +1,0 @@
-// Portable verify kernel, bf16, 2-stage KV pipeline.
-#include "cuda/mma/launcher.cuh"
-
-namespace treeverify::cuda::mma {
-TV_INSTANTIATE_VERIFY_MMA(__nv_bfloat16, 2)
-}  // namespace treeverify::cuda::mma

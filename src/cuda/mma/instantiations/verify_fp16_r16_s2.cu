@@ -1,0 +1,6 @@
+// Portable verify kernel, fp16, 16 rows, 2-stage pipeline (decode).
+#include "cuda/mma/launcher.cuh"
+
+namespace treeverify::cuda::mma {
+TV_INSTANTIATE_VERIFY_MMA(__half, VariantSmall)
+}  // namespace treeverify::cuda::mma

@@ -1,6 +1,0 @@
-// Portable verify kernel, fp16, 2-stage KV pipeline.
-#include "cuda/mma/launcher.cuh"
-
-namespace treeverify::cuda::mma {
-TV_INSTANTIATE_VERIFY_MMA(__half, 2)
-}  // namespace treeverify::cuda::mma

@@ -1,0 +1,272 @@
+// The steps of the portable verify kernel, one device function each: loads, the split-K score
+// product, the online softmax, P.V, and the epilogue. kernel.cuh orders them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/common/mma.cuh"
+#include "cuda/mma/config.h"
+#include "cuda/mma/params.h"
+
+namespace treeverify::cuda::mma {
+
+inline constexpr float kLn2 = 0.6931471805599453f;
+inline constexpr float kNegInf = -INFINITY;
+
+// What one CTA works on, fixed for its lifetime.
+struct CtaWork {
+  int q0;          // first query node of the request
+  int rows_b;      // T_b * H rows in the request
+  int row0;        // first row of this CTA
+  int prefix;      // L_b
+  int tok_begin, tok_end;  // this CTA's chunk of the KV sequence
+  int page_base;   // first entry of the request in kv_page_indices
+  bool final_out;  // the request has one chunk: write out/lse directly
+};
+
+// Copies kTileTokens KV rows from sequence token `first` (rows at or past `end` are zero
+// filled, so masked probabilities multiply finite values) into one stage: 8 threads a token,
+// 9 x 16 bytes each: one page-table lookup per thread, 128 contiguous bytes per 8 lanes.
+__device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32_t stage,
+                                             int page_base, int first, int end) {
+  constexpr int kChunks = kQKDim * 2 / 16;                  // 72 pieces of 16 bytes a row
+  constexpr int kThreadsPerToken = kThreads / kTileTokens;  // 8
+  static_assert(kChunks % kThreadsPerToken == 0);
+  const int tok = threadIdx.x / kThreadsPerToken;
+  const int sub = threadIdx.x % kThreadsPerToken;
+  const int t = first + tok;
+  const char* src = static_cast<const char*>(p.kv);
+  int bytes = 0;
+  if (t < end) {
+    const int64_t page = __ldg(p.kv_page_indices + page_base + (t >> p.page_shift));
+    src += ((page << p.page_shift) + (t & ((1 << p.page_shift) - 1))) * (kQKDim * 2);
+    bytes = 16;
+  }
+  const uint32_t dst = stage + tok * kKVRowBytes;
+#pragma unroll
+  for (int i = 0; i < kChunks / kThreadsPerToken; ++i) {
+    const int c = sub + i * kThreadsPerToken;
+    cp_async_16(dst + c * 16, src + (bytes ? c * 16 : 0), bytes);
+  }
+}
+
+// Stages the CTA's kRows query rows in `buf` (rows past the request are zero) and loads this
+// warp's k-slice into registers as mma A fragments.
+template <typename V>
+__device__ __forceinline__ void load_q(const VerifyKernelParams& p, const CtaWork& w,
+                                       uint32_t buf, int kgroup,
+                                       uint32_t (&qf)[V::kMTiles][kKSteps][4]) {
+  constexpr int kThreadsPerRow = kThreads / V::kRows;  // 8 or 16
+  constexpr int kChunks = kQKDim * 2 / 16;
+  const int r = threadIdx.x / kThreadsPerRow;
+  const int sub = threadIdx.x % kThreadsPerRow;
+  const int gr = w.row0 + r;
+  const char* src = static_cast<const char*>(p.q);
+  int bytes = 0;
+  if (gr < w.rows_b) {
+    const int node = gr / p.num_heads, head = gr % p.num_heads;
+    src += ((w.q0 + node) * p.q_stride_token + head * p.q_stride_head) * 2;
+    bytes = 16;
+  }
+  for (int c = sub; c < kChunks; c += kThreadsPerRow)
+    cp_async_16(buf + r * kKVRowBytes + c * 16, src + (bytes ? c * 16 : 0), bytes);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int mt = 0; mt < V::kMTiles; ++mt) {
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      const int row = mt * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+      const int col = (kgroup * kKSteps + ks) * 16 + 8 * (lane / 16);
+      ldmatrix_x4(qf[mt][ks], buf + row * kKVRowBytes + col * 2);
+    }
+  }
+  __syncthreads();  // the buffer becomes a KV stage
+}
+
+// Partial scores of this warp's k-slice against its 16 tokens of the tile, stored in s_red.
+template <typename T, typename V>
+__device__ __forceinline__ void qk_partial(uint32_t stage, const uint32_t (&qf)[V::kMTiles][kKSteps][4],
+                                           float* s_red, int kgroup, int nhalf) {
+  const int lane = threadIdx.x % 32;
+  float acc[V::kMTiles][2][4] = {};
+#pragma unroll
+  for (int ks = 0; ks < kKSteps; ++ks) {
+    uint32_t kb[4];
+    const int tok = nhalf * kTokensPerHalf + (lane % 8) + 8 * (lane / 16);
+    const int col = (kgroup * kKSteps + ks) * 16 + 8 * ((lane / 8) % 2);
+    ldmatrix_x4(kb, stage + tok * kKVRowBytes + col * 2);
+#pragma unroll
+    for (int mt = 0; mt < V::kMTiles; ++mt) {
+      mma_16816<T>(acc[mt][0], qf[mt][ks], kb[0], kb[1]);
+      mma_16816<T>(acc[mt][1], qf[mt][ks], kb[2], kb[3]);
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < V::kMTiles; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int row = mt * 16 + lane / 4;
+      const int col = nhalf * kTokensPerHalf + nt * 8 + 2 * (lane % 4);
+      float* dst = s_red + (kgroup * V::kRows + row) * kRedStride + col;
+      *reinterpret_cast<float2*>(dst) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
+      *reinterpret_cast<float2*>(dst + 8 * kRedStride) = make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+    }
+  }
+}
+
+// Running softmax state of one row, held identically by the kLanesPerRow lanes of the row.
+struct RowState {
+  float m = kNegInf;  // running max, log2 units
+  float l = 0.f;      // running sum of 2^(x - m)
+};
+
+// Online softmax of the tile starting at token `first`: sums the k-group partials, masks the
+// sequence end and (only in tiles that reach the tree) non-ancestors, writes P in the input
+// dtype and the row's rescale factor. The normaliser sums the unrounded probabilities.
+template <typename T, typename V>
+__device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
+                                             const float* s_red, T* s_p, float* s_alpha,
+                                             int first, const uint32_t* mask_row, bool row_valid,
+                                             RowState& st) {
+  const int lane = threadIdx.x % 32;
+  const int row = (threadIdx.x / 32) * V::kRowsPerWarp + lane / V::kLanesPerRow;
+  const int col = (lane % V::kLanesPerRow) * V::kTokensPerLane;
+  constexpr int kN = V::kTokensPerLane;
+  float x[kN] = {};
+#pragma unroll
+  for (int g = 0; g < kKGroups; ++g) {
+#pragma unroll
+    for (int j = 0; j < kN; j += 2) {
+      const float2 v = *reinterpret_cast<const float2*>(s_red + (g * V::kRows + row) * kRedStride + col + j);
+      x[j] += v.x, x[j + 1] += v.y;
+    }
+  }
+  const bool in_tree = first + kTileTokens > w.prefix;
+  float tile_max = kNegInf;
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    const int t = first + col + j;
+    bool visible = row_valid && t < w.tok_end;
+    if (in_tree && visible && t >= w.prefix) {
+      const int node = t - w.prefix;
+      visible = (__ldg(mask_row + node / 32) >> (node % 32)) & 1u;
+    }
+    x[j] = visible ? x[j] * p.scale_log2 : kNegInf;
+    tile_max = fmaxf(tile_max, x[j]);
+  }
+#pragma unroll
+  for (int off = 1; off < V::kLanesPerRow; off *= 2)
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off));
+  const float m_new = fmaxf(st.m, tile_max);
+  // A row that has seen nothing yet keeps m = -inf; subtract 0 then so exp2 gives 0, not NaN.
+  const float m_ref = m_new == kNegInf ? 0.f : m_new;
+  const float alpha = exp2f(st.m - m_ref);
+  float pr[kN], sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    pr[j] = exp2f(x[j] - m_ref);
+    sum += pr[j];
+  }
+#pragma unroll
+  for (int off = 1; off < V::kLanesPerRow; off *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  st.l = st.l * alpha + sum;
+  st.m = m_new;
+#pragma unroll
+  for (int j = 0; j < kN; j += 2)
+    *reinterpret_cast<uint32_t*>(s_p + row * kPStride + col + j) = pack2<T>(pr[j], pr[j + 1]);
+  if (lane % V::kLanesPerRow == 0) s_alpha[row] = alpha;
+}
+
+// O = alpha * O + P V over this warp's 64 output columns.
+template <typename T, typename V>
+__device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const float* s_alpha,
+                                        float (&o)[V::kMTiles][kVColsPerWarp / 8][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int mt = 0; mt < V::kMTiles; ++mt) {
+    const float a_lo = s_alpha[mt * 16 + lane / 4];
+    const float a_hi = s_alpha[mt * 16 + lane / 4 + 8];
+#pragma unroll
+    for (int nt = 0; nt < kVColsPerWarp / 8; ++nt) {
+      o[mt][nt][0] *= a_lo, o[mt][nt][1] *= a_lo;
+      o[mt][nt][2] *= a_hi, o[mt][nt][3] *= a_hi;
+    }
+  }
+#pragma unroll
+  for (int ks = 0; ks < kTileTokens / 16; ++ks) {
+    uint32_t pa[V::kMTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < V::kMTiles; ++mt) {
+      const int row = mt * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+      ldmatrix_x4(pa[mt], s_p + (row * kPStride + ks * 16 + 8 * (lane / 16)) * 2);
+    }
+#pragma unroll
+    for (int np = 0; np < kVColsPerWarp / 16; ++np) {
+      uint32_t vb[4];
+      const int tok = ks * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+      const int col = warp * kVColsPerWarp + np * 16 + 8 * (lane / 16);
+      ldmatrix_x4_trans(vb, stage + tok * kKVRowBytes + col * 2);
+#pragma unroll
+      for (int mt = 0; mt < V::kMTiles; ++mt) {
+        mma_16816<T>(o[mt][2 * np], pa[mt], vb[0], vb[1]);
+        mma_16816<T>(o[mt][2 * np + 1], pa[mt], vb[2], vb[3]);
+      }
+    }
+  }
+}
+
+// Normalises by l and writes the final output (single-chunk requests) or an fp32 partial and
+// its lse in log2 units for the combine kernel.
+template <typename T, typename V>
+__device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
+                                         const RowState& st, float* s_inv_l, float* s_lse,
+                                         const float (&o)[V::kMTiles][kVColsPerWarp / 8][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane % V::kLanesPerRow == 0) {
+    const int row = warp * V::kRowsPerWarp + lane / V::kLanesPerRow;
+    s_inv_l[row] = st.l > 0.f ? 1.f / st.l : 0.f;
+    s_lse[row] = st.l > 0.f ? st.m + __log2f(st.l) : kNegInf;
+  }
+  __syncthreads();
+  const int H = p.num_heads;
+#pragma unroll
+  for (int mt = 0; mt < V::kMTiles; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = mt * 16 + lane / 4 + 8 * half;
+      const int gr = w.row0 + r;
+      if (gr >= w.rows_b) continue;
+      const float inv_l = s_inv_l[r];
+      const int node = gr / H, head = gr % H;
+      const int64_t grow = static_cast<int64_t>(w.q0) * H + gr;
+#pragma unroll
+      for (int nt = 0; nt < kVColsPerWarp / 8; ++nt) {
+        const int col = warp * kVColsPerWarp + nt * 8 + 2 * (lane % 4);
+        const float v0 = o[mt][nt][2 * half] * inv_l, v1 = o[mt][nt][2 * half + 1] * inv_l;
+        if (w.final_out) {
+          T* dst = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
+                   head * p.out_stride_head + col;
+          *reinterpret_cast<uint32_t*>(dst) = pack2<T>(v0, v1);
+        } else {
+          float* dst = p.part_out + (blockIdx.y * p.total_rows + grow) * kVDim + col;
+          *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+        }
+      }
+    }
+  }
+  if (threadIdx.x < V::kRows && w.row0 + static_cast<int>(threadIdx.x) < w.rows_b) {
+    const int64_t grow = static_cast<int64_t>(w.q0) * H + w.row0 + threadIdx.x;
+    if (w.final_out) {
+      if (p.lse != nullptr) p.lse[grow] = s_lse[threadIdx.x] * kLn2;
+    } else {
+      p.part_lse[blockIdx.y * p.total_rows + grow] = s_lse[threadIdx.x];
+    }
+  }
+}
+
+}  // namespace treeverify::cuda::mma
