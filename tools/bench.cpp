@@ -43,11 +43,11 @@ std::string cpu_model() {
 }
 
 void print_list(const std::vector<SuiteCase>& cases) {
-  fmt::print("{:<7} {:>4} {:>12} {:>16} {:>5} {:>5} {:>9} {:>9}  {}\n", "case", "H", "T", "L",
-             "page", "batch", "GB", "GFLOP", "why");
+  fmt::print("{:<7} {:>4} {:>6} {:>9} {:>5} {:>5} {:>9} {:>9}  {}\n", "case", "H", "T", "L", "page",
+             "batch", "GB", "GFLOP", "why");
   for (const SuiteCase& c : cases) {
-    fmt::print("{:<7} {:>4} {:>12} {:>16} {:>5} {:>5} {:>9.3f} {:>9.1f}  {}\n", c.name, c.num_heads,
-               format_lengths(c.tree_sizes), format_lengths(c.prefix_lens), c.page_size,
+    fmt::print("{:<7} {:>4} {:>6} {:>9} {:>5} {:>5} {:>9.3f} {:>9.1f}  {}\n", c.name, c.num_heads,
+               format_range(c.tree_sizes), format_range(c.prefix_lens), c.page_size,
                c.tree_sizes.size(), case_bytes(c) * 1e-9, case_flops(c) * 1e-9, c.why);
   }
 }
