@@ -1,6 +1,7 @@
 // treeverify: MLA tree-verify attention for speculative decoding. The whole public API.
 #pragma once
 
+#include "treeverify/ddtree.h"
 #include "treeverify/half.h"
 #include "treeverify/merge.h"
 #include "treeverify/status.h"

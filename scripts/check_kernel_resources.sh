@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Compiles every shipped kernel for every release architecture with ptxas' resource report,
+# prints registers / spills / stack / static shared memory per kernel, and fails if any
+# kernel spills, uses a stack frame (local memory), or needs more than 255 registers.
+# Dynamic shared memory is checked at compile time by static_asserts in
+# src/cuda/mma/config.h (<= 101376 bytes for the sm_86/89/120 configuration).
+# Usage: scripts/check_kernel_resources.sh [BUILD_DIR] [ARCHS...]   (default: build, release list)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${1:-build}
+shift || true
+archs=("$@")
+[ ${#archs[@]} -gt 0 ] || archs=(80 86 89 90 100 120)
+nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+[ -x "$nvcc" ] || { echo "check_kernel_resources: no nvcc; nothing to check"; exit 0; }
+gen="$build_dir/src/generated"
+[ -f "$gen/build_config.h" ] || { echo "check_kernel_resources: configure $build_dir first"; exit 1; }
+
+sources=(src/cuda/mma/instantiations/*.cu src/cuda/common/*.cu)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+printf '%-6s %-58s %5s %7s %7s %6s %8s\n' arch kernel regs spill_st spill_ld stack smem
+for arch in "${archs[@]}"; do
+  for src in "${sources[@]}"; do
+    log="$tmp/$(basename "$src").$arch.log"
+    "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -Iinclude -Isrc -I"$gen" \
+      --generate-code=arch=compute_$arch,code=sm_$arch --resource-usage -c "$src" \
+      -o "$tmp/out.o" >"$log" 2>&1 || { cat "$log"; echo "FAILED to compile $src for sm_$arch"; exit 1; }
+    # ptxas prints: "Compiling entry function 'NAME'", then "N bytes stack frame, N bytes spill
+    # stores, N bytes spill loads", then "Used N registers, ... N bytes smem".
+    awk -v arch="$arch" '
+      /Compiling entry function/ { match($0, /'"'"'[^'"'"']+'"'"'/); name = substr($0, RSTART + 1, RLENGTH - 2) }
+      /bytes stack frame/ { stack = $1; st = $5; ld = $9 }
+      /Used [0-9]+ registers/ {
+        regs = $0; sub(/.*Used /, "", regs); sub(/ registers.*/, "", regs)
+        smem = 0; if (match($0, /[0-9]+ bytes smem/)) { smem = substr($0, RSTART, RLENGTH); sub(/ bytes smem/, "", smem) }
+        short = name; if (length(short) > 58) short = substr(short, 1, 55) "..."
+        printf "%-6s %-58s %5s %7s %7s %6s %8s\n", "sm_" arch, short, regs, st, ld, stack, smem
+        if (st + 0 > 0 || ld + 0 > 0 || stack + 0 > 0 || regs + 0 > 255) bad = 1
+      }
+      END { exit bad }' "$log" || fail=1
+  done
+done
+if [ $fail -ne 0 ]; then
+  echo "check_kernel_resources: FAIL (a kernel spills, uses local memory or too many registers)"
+  exit 1
+fi
+echo "check_kernel_resources: OK (${#archs[@]} architectures, no spills, no local memory)"

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# README's test command: installs what is missing, builds, runs every test. GPU tests skip
+# themselves (and say so) on a machine without a GPU; with nvcc present the CUDA kernels of
+# every release architecture are compiled and their resources checked.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh "$@"
+build_dir=${BUILD_DIR:-build}
+scripts/check_kernel_resources.sh "$build_dir"  # skips itself without nvcc
+ctest --test-dir "$build_dir" --output-on-failure -j "${JOBS:-$(nproc)}"

@@ -1,0 +1,171 @@
+// KV commit after acceptance on the host: row moves in a paged cache, or a rewritten slot list
+// for page_size = 1. See include/treeverify/ddtree.h for the contract.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "core/check.h"
+#include "treeverify/ddtree.h"
+#include "treeverify/tree.h"
+#include "treeverify/types.h"
+
+namespace treeverify {
+namespace {
+
+// The accepted paths against the trees: one path per request, empty exactly when T_b = 0,
+// starting at the root and going down parent -> child (hence strictly increasing indices).
+Status validate_paths(std::span<const int32_t> qo_indptr, std::span<const int32_t> parents,
+                      const AcceptedPaths& accepted) {
+  TV_RETURN_IF_ERROR(validate_trees(qo_indptr, parents));
+  const size_t batch = qo_indptr.size() - 1;
+  TV_REQUIRE(accepted.indptr.size() == batch + 1, "accepted.indptr",
+             "has {} entries for {} requests", accepted.indptr.size(), batch);
+  TV_REQUIRE(accepted.indptr[0] == 0, "accepted.indptr", "indptr[0] = {}", accepted.indptr[0]);
+  TV_REQUIRE(static_cast<size_t>(accepted.indptr[batch]) == accepted.nodes.size(),
+             "accepted.indptr", "indptr[B] = {} but {} nodes were given", accepted.indptr[batch],
+             accepted.nodes.size());
+  for (size_t b = 0; b < batch; ++b) {
+    const int32_t tree_size = qo_indptr[b + 1] - qo_indptr[b];
+    const int32_t start = accepted.indptr[b], path_len = accepted.indptr[b + 1] - start;
+    TV_REQUIRE(path_len >= 0 && path_len <= tree_size, "accepted.indptr",
+               "request {}: path of {} nodes in a tree of {}", b, path_len, tree_size);
+    TV_REQUIRE((path_len == 0) == (tree_size == 0), "accepted.indptr",
+               "request {}: path of {} nodes in a tree of {}", b, path_len, tree_size);
+    for (int32_t k = 0; k < path_len; ++k) {
+      const int32_t node = accepted.nodes[start + k];
+      TV_REQUIRE(node >= 0 && node < tree_size, "accepted.nodes", "request {} step {}: node {}", b,
+                 k, node);
+      const int32_t expected_parent = k == 0 ? -1 : accepted.nodes[start + k - 1];
+      TV_REQUIRE(parents[qo_indptr[b] + node] == expected_parent, "accepted.nodes",
+                 "request {} step {}: node {} is not a child of {}", b, k, node, expected_parent);
+    }
+  }
+  return Status::Ok();
+}
+
+Status validate_request_lengths(std::span<const int32_t> qo_indptr,
+                                std::span<const int32_t> kv_len) {
+  const size_t batch = qo_indptr.size() - 1;
+  TV_REQUIRE(kv_len.size() == batch, "kv_len", "has {} entries for {} requests", kv_len.size(),
+             batch);
+  for (size_t b = 0; b < batch; ++b) {
+    TV_REQUIRE(kv_len[b] >= qo_indptr[b + 1] - qo_indptr[b], "kv_len",
+               "request {}: kv_len = {}, T_b = {}", b, kv_len[b], qo_indptr[b + 1] - qo_indptr[b]);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status commit_kv_paged(const PagedKvCommit& args, const AcceptedPaths& accepted,
+                       std::vector<int32_t>* new_kv_len) {
+  TV_RETURN_IF_ERROR(validate_paths(args.qo_indptr, args.parents, accepted));
+  TV_RETURN_IF_ERROR(validate_request_lengths(args.qo_indptr, args.kv_len));
+  const int32_t page_size = args.page_size;
+  TV_REQUIRE(page_size >= 1 && page_size <= kMaxPageSize && (page_size & (page_size - 1)) == 0,
+             "page_size", "page_size = {}", page_size);
+  const size_t page_elems = static_cast<size_t>(page_size) * kQKDim;
+  TV_REQUIRE(args.kv_cache.size() % page_elems == 0, "kv_cache",
+             "has {} elements, not a multiple of page_size * 576 = {}", args.kv_cache.size(),
+             page_elems);
+  const int64_t num_pages = static_cast<int64_t>(args.kv_cache.size() / page_elems);
+  const size_t batch = args.qo_indptr.size() - 1;
+  TV_REQUIRE(args.kv_page_indptr.size() == batch + 1, "kv_page_indptr",
+             "has {} entries for {} requests", args.kv_page_indptr.size(), batch);
+  std::vector<int32_t> result(args.kv_len.begin(), args.kv_len.end());
+  for (size_t b = 0; b < batch; ++b) {
+    const int32_t page_begin = args.kv_page_indptr[b], page_end = args.kv_page_indptr[b + 1];
+    TV_REQUIRE(page_begin >= 0 && page_begin <= page_end &&
+                   static_cast<size_t>(page_end) <= args.kv_page_indices.size(),
+               "kv_page_indptr", "request {}: pages [{}, {}) of {}", b, page_begin, page_end,
+               args.kv_page_indices.size());
+    const int64_t pages_needed = (int64_t{args.kv_len[b]} + page_size - 1) / page_size;
+    TV_REQUIRE(page_end - page_begin >= pages_needed, "kv_page_indptr",
+               "request {}: {} pages for kv_len {} at page_size {}", b, page_end - page_begin,
+               args.kv_len[b], page_size);
+    for (int32_t p = page_begin; p < page_end; ++p) {
+      TV_REQUIRE(args.kv_page_indices[p] >= 0 && args.kv_page_indices[p] < num_pages,
+                 "kv_page_indices", "request {} entry {}: page {}, num_pages = {}", b, p,
+                 args.kv_page_indices[p], num_pages);
+    }
+  }
+
+  // Everything is valid: move rows. Why increasing k is safe in place: the path is strictly
+  // increasing with path[0] = 0, so path[k] >= k and every move goes down (dst_k = L + k <=
+  // src_k = L + path[k]). Step k writes only row L + k. Any row a later step j > k reads is
+  // L + path[j] with path[j] > path[k] >= k, so it differs from the row written at step k and
+  // from every earlier destination L + k' (k' <= k): each source is read before anything
+  // overwrites it. Destinations are distinct, so no row is written twice. Requests own
+  // disjoint pages (the page-table contract), so requests cannot interfere.
+  for (size_t b = 0; b < batch; ++b) {
+    const int32_t tree_size = args.qo_indptr[b + 1] - args.qo_indptr[b];
+    const int32_t prefix_len = args.kv_len[b] - tree_size;
+    const int32_t start = accepted.indptr[b], path_len = accepted.indptr[b + 1] - start;
+    const int32_t* pages = args.kv_page_indices.data() + args.kv_page_indptr[b];
+    auto row = [&](int32_t pos) {
+      return args.kv_cache.data() +
+             (static_cast<size_t>(pages[pos / page_size]) * page_size + pos % page_size) * kQKDim;
+    };
+    for (int32_t k = 0; k < path_len; ++k) {
+      const int32_t src = prefix_len + accepted.nodes[start + k], dst = prefix_len + k;
+      if (src != dst) std::memcpy(row(dst), row(src), kQKDim * sizeof(uint16_t));
+    }
+    if (tree_size > 0) result[b] = prefix_len + path_len;
+  }
+  *new_kv_len = std::move(result);
+  return Status::Ok();
+}
+
+Status commit_slots(std::span<const int32_t> slot_indptr, std::span<const int32_t> slots,
+                    std::span<const int32_t> kv_len, std::span<const int32_t> qo_indptr,
+                    std::span<const int32_t> parents, const AcceptedPaths& accepted,
+                    SlotCommitResult* result) {
+  TV_RETURN_IF_ERROR(validate_paths(qo_indptr, parents, accepted));
+  TV_RETURN_IF_ERROR(validate_request_lengths(qo_indptr, kv_len));
+  const size_t batch = qo_indptr.size() - 1;
+  TV_REQUIRE(slot_indptr.size() == batch + 1, "slot_indptr", "has {} entries for {} requests",
+             slot_indptr.size(), batch);
+  TV_REQUIRE(slot_indptr[0] == 0, "slot_indptr", "slot_indptr[0] = {}", slot_indptr[0]);
+  TV_REQUIRE(static_cast<size_t>(slot_indptr[batch]) == slots.size(), "slot_indptr",
+             "slot_indptr[B] = {} but {} slots were given", slot_indptr[batch], slots.size());
+  std::vector<int32_t> tree_slots;
+  for (size_t b = 0; b < batch; ++b) {
+    TV_REQUIRE(slot_indptr[b + 1] - slot_indptr[b] == kv_len[b], "slot_indptr",
+               "request {}: {} slots, kv_len = {}", b, slot_indptr[b + 1] - slot_indptr[b],
+               kv_len[b]);
+    // A slot listed twice in the tree region would be freed twice.
+    const int32_t tree_size = qo_indptr[b + 1] - qo_indptr[b];
+    tree_slots.assign(slots.begin() + slot_indptr[b + 1] - tree_size,
+                      slots.begin() + slot_indptr[b + 1]);
+    std::sort(tree_slots.begin(), tree_slots.end());
+    const auto dup = std::adjacent_find(tree_slots.begin(), tree_slots.end());
+    TV_REQUIRE(dup == tree_slots.end(), "slots", "request {}: tree slot {} listed twice", b,
+               dup == tree_slots.end() ? -1 : *dup);
+  }
+
+  SlotCommitResult out{.slot_indptr = {0}, .slots = {}, .kv_len = {}, .freed_slots = {}};
+  std::vector<uint8_t> kept;
+  for (size_t b = 0; b < batch; ++b) {
+    const int32_t tree_size = qo_indptr[b + 1] - qo_indptr[b];
+    const int32_t prefix_len = kv_len[b] - tree_size;
+    const int32_t* req = slots.data() + slot_indptr[b];
+    const int32_t start = accepted.indptr[b], path_len = accepted.indptr[b + 1] - start;
+    out.slots.insert(out.slots.end(), req, req + prefix_len);
+    kept.assign(tree_size, 0);
+    for (int32_t k = 0; k < path_len; ++k) {
+      const int32_t node = accepted.nodes[start + k];
+      out.slots.push_back(req[prefix_len + node]);
+      kept[node] = 1;
+    }
+    for (int32_t i = 0; i < tree_size; ++i) {
+      if (!kept[i]) out.freed_slots.push_back(req[prefix_len + i]);
+    }
+    out.kv_len.push_back(prefix_len + path_len);
+    out.slot_indptr.push_back(static_cast<int32_t>(out.slots.size()));
+  }
+  *result = std::move(out);
+  return Status::Ok();
+}
+
+}  // namespace treeverify

@@ -1,0 +1,145 @@
+// The CPU fast backend's inner loop: gather a KV tile into fp32 once, S = Q K^T and O += P V
+// through BLAS, and the online softmax (fp32 scores and max, double row sums) in between.
+#include "cpu/fast_tile.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "treeverify/half.h"
+
+namespace treeverify::detail::fast {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// fp16 -> fp32 through a 256 KB table: the exact conversion branches on subnormals and
+// specials, and at decode (one query row) decoding the KV tile is most of the work.
+const float* fp16_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = fp16_to_float(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table.data();
+}
+
+void decode(DType dtype, const uint16_t* src, int n, float* dst) {
+  if (dtype == DType::kBF16) {
+    for (int c = 0; c < n; ++c) dst[c] = bf16_to_float(src[c]);
+  } else {
+    const float* table = fp16_table();
+    for (int c = 0; c < n; ++c) dst[c] = table[src[c]];
+  }
+}
+
+// Masks the tree tokens of a tile: token t0 + j (j < n) is tree node t0 + j - L, visible to
+// row r's node only if it is that node or one of its ancestors. Prefix tokens stay visible.
+void mask_tree_tokens(const FastRequest& req, int32_t heads, int64_t row0, int32_t rows, int64_t t0,
+                      int32_t n, float* s) {
+  const int64_t first = std::max<int64_t>(req.span.prefix - t0, 0);
+  for (int32_t r = 0; r < rows; ++r) {
+    const int64_t node = (row0 + r) / heads;
+    const uint32_t* words = &req.ancestors[node * req.words_per_row];
+    float* sr = s + int64_t{r} * kTileTokens;
+    for (int64_t j = first; j < n; ++j) {
+      const int64_t tree = t0 + j - req.span.prefix;
+      if (!((words[tree / 32] >> (tree % 32)) & 1u)) sr[j] = kNegInf;
+    }
+  }
+}
+
+// Turns each row of scores into probabilities against the new running max, rescales the
+// row's O and l by exp(m_old - m_new), and adds the tile's sum to l. The sum is of the
+// unrounded p's even with round_p, as in the GPU kernels and the oracle.
+void softmax_update(const Plan& plan, int32_t rows, int32_t n, float* s, RowState st) {
+  for (int32_t r = 0; r < rows; ++r) {
+    float* sr = s + int64_t{r} * kTileTokens;
+    const float m_new = std::max(st.m[r], *std::max_element(sr, sr + n));
+    if (m_new == kNegInf) {  // nothing visible yet: this tile adds nothing
+      std::fill(sr, sr + n, 0.f);
+      continue;
+    }
+    double sum = 0;
+    for (int32_t j = 0; j < n; ++j) {
+      const float p = std::exp(sr[j] - m_new);
+      sum += p;
+      sr[j] = plan.options.round_p ? round_to(plan.dtype, p) : p;
+    }
+    const float alpha = std::exp(st.m[r] - m_new);  // 0 while m was -inf; 1 if unchanged
+    if (alpha != 1.f) {
+      float* o = st.o + int64_t{r} * kVDim;
+      for (int c = 0; c < kVDim; ++c) o[c] *= alpha;
+    }
+    st.l[r] = st.l[r] * alpha + sum;
+    st.m[r] = m_new;
+  }
+}
+
+}  // namespace
+
+FastRequest make_fast_request(const VerifyTensors& tensors, int32_t b) {
+  FastRequest req;
+  req.span = request_span(tensors, b);
+  const int32_t nodes = req.span.num_nodes;
+  req.words_per_row = (nodes + 31) / 32;
+  req.ancestors.assign(static_cast<size_t>(nodes) * req.words_per_row, 0u);
+  const int32_t* parents = tensors.parents + req.span.q0;
+  for (int32_t i = 0; i < nodes; ++i) {
+    uint32_t* words = &req.ancestors[static_cast<size_t>(i) * req.words_per_row];
+    // Parents come first (parent < child), so node i's set is its parent's plus itself.
+    if (parents[i] >= 0) {
+      const uint32_t* pw = &req.ancestors[static_cast<size_t>(parents[i]) * req.words_per_row];
+      std::copy(pw, pw + req.words_per_row, words);
+    }
+    words[i / 32] |= 1u << (i % 32);
+  }
+  return req;
+}
+
+Scratch::Scratch()
+    : q(kRowBlock * kQKDim),
+      kv(kTileTokens * kQKDim),
+      s(kRowBlock * kTileTokens),
+      o(kRowBlock * kVDim),
+      m(kRowBlock),
+      l(kRowBlock) {}
+
+void attend_range(const Plan& plan, const VerifyTensors& tensors, const FastRequest& req,
+                  int64_t row0, int32_t rows, int64_t tok0, int64_t tok1, Scratch* scratch,
+                  RowState state) {
+  const int32_t heads = plan.num_heads;
+  const Strides st = resolve_strides(plan, tensors);
+  const auto* q = static_cast<const uint16_t*>(tensors.q);
+  float* qb = scratch->q.data();
+  for (int32_t r = 0; r < rows; ++r) {
+    const int64_t node = (row0 + r) / heads, head = (row0 + r) % heads;
+    decode(plan.dtype, q + (req.span.q0 + node) * st.q_token + head * st.q_head, kQKDim,
+           qb + int64_t{r} * kQKDim);
+  }
+  std::fill(state.o, state.o + int64_t{rows} * kVDim, 0.f);
+  std::fill(state.m, state.m + rows, kNegInf);
+  std::fill(state.l, state.l + rows, 0.0);
+
+  float* kv = scratch->kv.data();
+  float* s = scratch->s.data();
+  for (int64_t t0 = tok0; t0 < tok1; t0 += kTileTokens) {
+    const int32_t n = static_cast<int32_t>(std::min<int64_t>(kTileTokens, tok1 - t0));
+    for (int32_t j = 0; j < n; ++j) {
+      decode(plan.dtype, kv_row(tensors, plan.page_size, req.span, t0 + j), kQKDim,
+             kv + int64_t{j} * kQKDim);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, kQKDim, plan.softmax_scale, qb,
+                kQKDim, kv, kQKDim, 0.f, s, kTileTokens);
+    // Only the tiles that reach the tree tokens pay for the mask.
+    if (t0 + n > req.span.prefix) mask_tree_tokens(req, heads, row0, rows, t0, n, s);
+    softmax_update(plan, rows, n, s, state);
+    // V is the first 512 columns of the gathered rows: same buffer, leading dimension 576.
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, kVDim, n, 1.f, s, kTileTokens, kv,
+                kQKDim, 1.f, state.o, kVDim);
+  }
+}
+
+}  // namespace treeverify::detail::fast

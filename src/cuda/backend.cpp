@@ -1,0 +1,219 @@
+// The CUDA backend behind the dispatch point: kernel choice and schedule (cuda_plan),
+// launches (cuda_run), and merge_state on the device.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "core/cuda_backend.h"
+#include "core/split_schedule.h"
+#include "cuda/common/combine.cuh"
+#include "cuda/common/tree_mask.cuh"
+#include "cuda/mma/config.h"
+#include "cuda/mma/launcher.h"
+
+namespace treeverify::detail {
+namespace {
+
+constexpr size_t kWorkspaceAlign = 256;
+size_t align_up(size_t n) { return (n + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+// Workspace layout: ancestor mask, then (split plans only) the partial outputs and lses.
+struct WorkspaceLayout {
+  size_t mask_bytes = 0, part_out_bytes = 0, part_lse_bytes = 0;
+  size_t total() const { return align_up(mask_bytes) + align_up(part_out_bytes) + part_lse_bytes; }
+};
+
+int32_t mask_words(int32_t max_tree) { return (max_tree + 31) / 32; }
+
+WorkspaceLayout workspace_layout(const Plan& plan) {
+  WorkspaceLayout w;
+  const size_t rows = static_cast<size_t>(plan.total_q) * plan.num_heads;
+  w.mask_bytes = static_cast<size_t>(plan.total_q) * mask_words(plan.max_tree) * 4;
+  if (plan.num_chunks > 1) {
+    w.part_out_bytes = static_cast<size_t>(plan.num_chunks) * rows * cuda::mma::kVDim * 4;
+    w.part_lse_bytes = static_cast<size_t>(plan.num_chunks) * rows * 4;
+  }
+  return w;
+}
+
+Status cuda_error(const char* what, cudaError_t err) {
+  return Status(StatusCode::kCudaError, fmt::format("{}: {} ({})", what, cudaGetErrorString(err),
+                                                    cudaGetErrorName(err)));
+}
+
+// A clear error instead of a crash when host memory reaches a CUDA backend.
+Status require_device_pointer(const void* ptr, const char* arg) {
+  if (ptr == nullptr) return Status::Ok();  // optional arguments; required ones checked before
+  cudaPointerAttributes attr{};
+  const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return cuda_error(fmt::format("cudaPointerGetAttributes('{}')", arg).c_str(), err);
+  }
+  TV_REQUIRE(attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged, arg,
+             "host memory given to the CUDA backend (pointer {})", ptr);
+  return Status::Ok();
+}
+
+template <typename T>
+cudaError_t launch_main(int stages, const cuda::mma::VerifyKernelParams& kp, dim3 grid,
+                        cudaStream_t stream) {
+  return stages == 2 ? cuda::mma::launch_verify<T, 2>(kp, grid, stream)
+                     : cuda::mma::launch_verify<T, 3>(kp, grid, stream);
+}
+
+}  // namespace
+
+Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
+                 const PlanOptions& options, const DeviceInfo& device, Plan* plan) {
+  const int sm = device.cc_major * 10 + device.cc_minor;
+  const std::string where = fmt::format("device {} '{}' (sm_{})", device.ordinal, device.name, sm);
+  std::string compiled;
+  for (int a : cuda_compiled_archs()) compiled += fmt::format("{}sm_{}", compiled.empty() ? "" : ",", a);
+  TV_REQUIRE_CODE(StatusCode::kUnsupported, sm >= 80, "device",
+                  "{}: the portable kernel needs mma.sync bf16 and cp.async (sm_80 or newer)", where);
+  TV_REQUIRE_CODE(StatusCode::kUnsupported, device.has_kernel_code, "device",
+                  "{} has no code in this build (compiled for {}); rebuild with "
+                  "TREEVERIFY_CUDA_ARCHS including {}", where, compiled, sm);
+  const int config_arch = options.force_config_arch > 0 ? options.force_config_arch : sm;
+  const int stages = cuda::mma::stages_for_arch(config_arch);
+  TV_REQUIRE_CODE(StatusCode::kUnsupported, stages == 2 || stages == 3, "options.force_config_arch",
+                  "no tile configuration for sm_{}", config_arch);
+  const size_t smem = cuda::mma::smem_bytes(stages);
+  TV_REQUIRE_CODE(StatusCode::kUnsupported, smem <= device.smem_per_block_optin,
+                  "options.force_config_arch",
+                  "the sm_{} configuration needs {} bytes of shared memory per block, {} allows {}",
+                  config_arch, smem, where, device.smem_per_block_optin);
+  TV_REQUIRE_CODE(StatusCode::kUnsupported, problem.batch_size <= 65535, "batch_size",
+                  "{} requests; the grid holds at most 65535 per call", problem.batch_size);
+
+  SplitScheduleInput in;
+  in.qo_indptr = {problem.qo_indptr, static_cast<size_t>(problem.batch_size) + 1};
+  in.kv_len = {problem.kv_len, static_cast<size_t>(problem.batch_size)};
+  in.num_heads = problem.num_heads;
+  in.rows_per_cta = cuda::mma::kRows;
+  in.tile_tokens = cuda::mma::kTileTokens;
+  in.concurrent_ctas = device.sm_count;  // one CTA per SM: registers allow no more
+  const SplitSchedule sched =
+      problem.batch_size > 0 ? plan_split_schedule(in) : SplitSchedule{.chunk_tokens = 32};
+
+  plan->device = device.ordinal;
+  plan->config_arch = config_arch;
+  plan->chunk_tokens = sched.chunk_tokens;
+  plan->num_chunks = sched.num_chunks;
+  plan->kernel = fmt::format("cuda-mma/{}/sm{}-config/{}-stage", dtype_name(problem.dtype),
+                             config_arch, stages);
+  plan->reason = fmt::format(
+      "{} runs sm_{} code; {} row block(s) x {} chunk(s) of {} tokens = {} CTAs on {} SMs",
+      where, device.kernel_arch, sched.max_row_blocks, sched.num_chunks, sched.chunk_tokens,
+      sched.num_ctas, device.sm_count);
+  plan->workspace_bytes = workspace_layout(*plan).total();
+  (void)summary;
+  return Status::Ok();
+}
+
+Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_t, void* stream_ptr) {
+  int device = -1;
+  if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return cuda_error("cudaGetDevice", err);
+  TV_REQUIRE(device == plan.device, "plan", "made for device {}, but the current device is {}",
+             plan.device, device);
+  if (plan.total_q == 0) return Status::Ok();
+  TV_RETURN_IF_ERROR(require_device_pointer(t.q, "q"));
+  TV_RETURN_IF_ERROR(require_device_pointer(t.kv_cache, "kv_cache"));
+  TV_RETURN_IF_ERROR(require_device_pointer(t.out, "out"));
+  TV_RETURN_IF_ERROR(require_device_pointer(t.lse, "lse"));
+  TV_RETURN_IF_ERROR(require_device_pointer(t.qo_indptr, "qo_indptr"));
+  TV_RETURN_IF_ERROR(require_device_pointer(t.kv_len, "kv_len"));
+  TV_RETURN_IF_ERROR(require_device_pointer(t.kv_page_indptr, "kv_page_indptr"));
+  TV_RETURN_IF_ERROR(require_device_pointer(t.kv_page_indices, "kv_page_indices"));
+  TV_RETURN_IF_ERROR(require_device_pointer(t.parents, "parents"));
+  TV_RETURN_IF_ERROR(require_device_pointer(workspace, "workspace"));
+
+  const cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+  const WorkspaceLayout w = workspace_layout(plan);
+  char* ws = static_cast<char*>(workspace);
+  auto* mask = reinterpret_cast<uint32_t*>(ws);
+  auto* part_out = reinterpret_cast<float*>(ws + align_up(w.mask_bytes));
+  auto* part_lse = reinterpret_cast<float*>(ws + align_up(w.mask_bytes) + align_up(w.part_out_bytes));
+  const int32_t words = mask_words(plan.max_tree);
+  const int64_t rows = static_cast<int64_t>(plan.total_q) * plan.num_heads;
+
+  cuda::launch_build_tree_mask(t.qo_indptr, t.parents, plan.batch_size, plan.total_q, words, mask,
+                               stream);
+  if (cudaError_t err = cudaGetLastError(); err != cudaSuccess)
+    return cuda_error("build_tree_mask launch", err);
+
+  const int64_t q_head = t.q_stride_head ? t.q_stride_head : cuda::mma::kQKDim;
+  const int64_t o_head = t.out_stride_head ? t.out_stride_head : cuda::mma::kVDim;
+  cuda::mma::VerifyKernelParams kp{
+      .q = t.q,
+      .q_stride_token = t.q_stride_token ? t.q_stride_token : plan.num_heads * q_head,
+      .q_stride_head = q_head,
+      .kv = t.kv_cache,
+      .kv_page_indptr = t.kv_page_indptr,
+      .kv_page_indices = t.kv_page_indices,
+      .kv_len = t.kv_len,
+      .qo_indptr = t.qo_indptr,
+      .tree_mask = mask,
+      .mask_words = words,
+      .out = t.out,
+      .out_stride_token = t.out_stride_token ? t.out_stride_token : plan.num_heads * o_head,
+      .out_stride_head = o_head,
+      .lse = t.lse,
+      .part_out = part_out,
+      .part_lse = part_lse,
+      .num_heads = plan.num_heads,
+      .page_shift = __builtin_ctz(static_cast<unsigned>(plan.page_size)),
+      .chunk_tokens = plan.chunk_tokens,
+      .num_chunks = plan.num_chunks,
+      .total_rows = rows,
+      .scale_log2 = plan.softmax_scale * 1.4426950408889634f,
+  };
+  const int stages = cuda::mma::stages_for_arch(plan.config_arch);
+  const int max_rows = plan.max_tree * plan.num_heads;
+  const dim3 grid((max_rows + cuda::mma::kRows - 1) / cuda::mma::kRows, plan.num_chunks,
+                  plan.batch_size);
+  const cudaError_t err = plan.dtype == DType::kBF16
+                              ? launch_main<__nv_bfloat16>(stages, kp, grid, stream)
+                              : launch_main<__half>(stages, kp, grid, stream);
+  if (err != cudaSuccess) return cuda_error("verify_mma_kernel launch", err);
+
+  if (plan.num_chunks > 1) {
+    cuda::CombineParams cp{
+        .part_out = part_out,
+        .part_lse = part_lse,
+        .qo_indptr = t.qo_indptr,
+        .kv_len = t.kv_len,
+        .batch = plan.batch_size,
+        .num_heads = plan.num_heads,
+        .chunk_tokens = plan.chunk_tokens,
+        .total_rows = rows,
+        .out = t.out,
+        .out_stride_token = kp.out_stride_token,
+        .out_stride_head = kp.out_stride_head,
+        .lse = t.lse,
+    };
+    cuda::launch_combine(cp, plan.dtype, stream);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("combine launch", e);
+  }
+  return Status::Ok();
+}
+
+Status cuda_merge_state(const MergeStateArgs& a, void* stream) {
+  TV_REQUIRE(a.num_rows >= 0, "num_rows", "{}", a.num_rows);
+  TV_REQUIRE(a.head_dim > 0, "head_dim", "{}", a.head_dim);
+  if (a.num_rows == 0) return Status::Ok();
+  TV_REQUIRE(a.v_a && a.s_a && a.v_b && a.s_b && a.v_out, "v_a/s_a/v_b/s_b/v_out",
+             "a required pointer is null");
+  for (auto [ptr, name] : {std::pair<const void*, const char*>{a.v_a, "v_a"}, {a.s_a, "s_a"},
+                           {a.v_b, "v_b"}, {a.s_b, "s_b"}, {a.v_out, "v_out"}, {a.s_out, "s_out"}})
+    TV_RETURN_IF_ERROR(require_device_pointer(ptr, name));
+  cuda::launch_merge_state(a.dtype, a.num_rows, a.head_dim, a.v_a, a.s_a, a.v_b, a.s_b, a.v_out,
+                           a.s_out, static_cast<cudaStream_t>(stream));
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("merge_state launch", e);
+  return Status::Ok();
+}
+
+}  // namespace treeverify::detail

@@ -1,0 +1,283 @@
+// KV commit on the host: in-place row moves in the paged cache against an out-of-place
+// reference, and the slot-list rewrite for page_size = 1. No row may be lost or duplicated.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "random_trees.h"
+#include "treeverify/ddtree.h"
+#include "treeverify/types.h"
+
+namespace treeverify {
+namespace {
+
+// A batch of requests in a shuffled page pool; every row of the pool has distinct contents.
+struct PagedBatch {
+  int32_t page_size = 0;
+  std::vector<int32_t> qo_indptr = {0}, parents, kv_len, page_indptr = {0}, page_indices;
+  std::vector<uint16_t> cache;
+  AcceptedPaths accepted{.indptr = {0}, .nodes = {}, .bonus_tokens = {}};
+
+  PagedKvCommit args() {
+    return {.page_size = page_size,
+            .kv_cache = cache,
+            .kv_page_indptr = page_indptr,
+            .kv_page_indices = page_indices,
+            .kv_len = kv_len,
+            .qo_indptr = qo_indptr,
+            .parents = parents};
+  }
+  size_t row_offset(size_t b, int32_t pos) const {
+    const int32_t page = page_indices[page_indptr[b] + pos / page_size];
+    return (static_cast<size_t>(page) * page_size + pos % page_size) * kQKDim;
+  }
+};
+
+// A random root-down path: keep following a random child, stopping early with probability
+// 1/4 at each node; `full` follows the last child (the deepest in a chain) to a leaf.
+std::vector<int32_t> random_path(const std::vector<int32_t>& parents, bool full,
+                                 std::mt19937_64& rng) {
+  std::vector<int32_t> path = {0};
+  for (;;) {
+    std::vector<int32_t> kids;
+    for (int32_t i = path.back() + 1; i < static_cast<int32_t>(parents.size()); ++i) {
+      if (parents[i] == path.back()) kids.push_back(i);
+    }
+    if (kids.empty() || (!full && rng() % 4 == 0)) return path;
+    path.push_back(full ? kids.back() : kids[rng() % kids.size()]);
+  }
+}
+
+PagedBatch make_batch(int32_t page_size, const std::vector<int32_t>& tree_sizes, test::Shape shape,
+                      bool full_paths, std::mt19937_64& rng) {
+  PagedBatch pb{.page_size = page_size};
+  std::vector<int32_t> pages_per_request;
+  for (int32_t n : tree_sizes) {
+    const auto tree = test::random_tree(shape, n, rng);
+    pb.parents.insert(pb.parents.end(), tree.begin(), tree.end());
+    pb.qo_indptr.push_back(static_cast<int32_t>(pb.parents.size()));
+    pb.kv_len.push_back(n + static_cast<int32_t>(rng() % 300));
+    const int32_t pages = (pb.kv_len.back() + page_size - 1) / page_size + (rng() % 2);
+    pages_per_request.push_back(pages);
+    pb.page_indptr.push_back(pb.page_indptr.back() + pages);
+    if (n > 0) {
+      const auto path = random_path(tree, full_paths, rng);
+      pb.accepted.nodes.insert(pb.accepted.nodes.end(), path.begin(), path.end());
+    }
+    pb.accepted.indptr.push_back(static_cast<int32_t>(pb.accepted.nodes.size()));
+  }
+  const int32_t used = pb.page_indptr.back(), pool = used + 3;  // a few pages nobody owns
+  std::vector<int32_t> perm(pool);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  pb.page_indices.assign(perm.begin(), perm.begin() + used);
+  pb.cache.resize(static_cast<size_t>(pool) * page_size * kQKDim);
+  for (size_t e = 0; e < pb.cache.size(); ++e) {
+    // Element e of row r: distinct across rows through its first two elements (r's bits).
+    const size_t r = e / kQKDim, col = e % kQKDim;
+    pb.cache[e] = static_cast<uint16_t>(col == 0 ? r & 0xffff : col == 1 ? r >> 16 : r * 31 + col);
+  }
+  return pb;
+}
+
+// The commit computed out of place: read every source from the original, then write.
+std::vector<uint16_t> reference_commit(const PagedBatch& pb) {
+  std::vector<uint16_t> out = pb.cache;
+  for (size_t b = 0; b + 1 < pb.qo_indptr.size(); ++b) {
+    const int32_t prefix_len = pb.kv_len[b] - (pb.qo_indptr[b + 1] - pb.qo_indptr[b]);
+    for (int32_t k = pb.accepted.indptr[b]; k < pb.accepted.indptr[b + 1]; ++k) {
+      const int32_t step = k - pb.accepted.indptr[b];
+      const size_t src = pb.row_offset(b, prefix_len + pb.accepted.nodes[k]);
+      const size_t dst = pb.row_offset(b, prefix_len + step);
+      std::copy_n(pb.cache.begin() + src, kQKDim, out.begin() + dst);
+    }
+  }
+  return out;
+}
+
+// Moves whose source row is the destination of a later move of the same request (step k reads
+// position path[k] > k, which step path[k] overwrites): the overlap that makes the order
+// matter. Counted to be sure the tests cover it.
+int64_t overlapping_moves(const PagedBatch& pb) {
+  int64_t n = 0;
+  for (size_t b = 0; b + 1 < pb.qo_indptr.size(); ++b) {
+    const int32_t start = pb.accepted.indptr[b], len = pb.accepted.indptr[b + 1] - start;
+    for (int32_t k = 0; k < len; ++k) {
+      const int32_t src = pb.accepted.nodes[start + k];
+      if (src != k && src < len) ++n;
+    }
+  }
+  return n;
+}
+
+TEST(KvCommitPaged, MatchesOutOfPlaceReference) {
+  std::mt19937_64 rng(51);
+  int64_t overlaps = 0, identity = 0;
+  for (int32_t page_size : {1, 2, 16, 64, 128}) {
+    for (test::Shape shape : test::kAllShapes) {
+      for (bool full : {false, true}) {
+        PagedBatch pb = make_batch(page_size, {1, 0, 37, 1024, 200, 5}, shape, full, rng);
+        const auto expected = reference_commit(pb);
+        overlaps += overlapping_moves(pb);
+        std::vector<int32_t> new_kv_len;
+        ASSERT_TRUE(commit_kv_paged(pb.args(), pb.accepted, &new_kv_len).ok());
+        ASSERT_TRUE(pb.cache == expected) << "page_size " << page_size;
+        for (size_t b = 0; b + 1 < pb.qo_indptr.size(); ++b) {
+          const int32_t n = pb.qo_indptr[b + 1] - pb.qo_indptr[b];
+          const int32_t path = pb.accepted.indptr[b + 1] - pb.accepted.indptr[b];
+          EXPECT_EQ(new_kv_len[b], pb.kv_len[b] - n + path);
+          for (int32_t k = 0; k < path; ++k) {
+            const int32_t node = pb.accepted.nodes[pb.accepted.indptr[b] + k];
+            identity += node == k;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(overlaps, 20) << "the cases must include overlapping moves";
+  EXPECT_GT(identity, 0);
+}
+
+TEST(KvCommitPaged, IdentityPathMovesNothing) {
+  // A chain accepted to the end: path[k] = k for all k, so the cache stays bit-identical.
+  std::mt19937_64 rng(52);
+  PagedBatch pb = make_batch(16, {1024, 1}, test::Shape::kChain, true, rng);
+  const auto before = pb.cache;
+  std::vector<int32_t> new_kv_len;
+  ASSERT_TRUE(commit_kv_paged(pb.args(), pb.accepted, &new_kv_len).ok());
+  EXPECT_TRUE(pb.cache == before);
+  EXPECT_EQ(new_kv_len, pb.kv_len);
+}
+
+// The test above would catch an implementation that moves in the other order: show that
+// order really gives a different (wrong) result on overlapping cases.
+TEST(KvCommitPaged, ReverseOrderWouldBeWrong) {
+  std::mt19937_64 rng(53);
+  PagedBatch pb = make_batch(4, {300}, test::Shape::kDeep, true, rng);
+  ASSERT_GT(overlapping_moves(pb), 0);
+  const auto expected = reference_commit(pb);
+  std::vector<uint16_t> reversed = pb.cache;
+  const int32_t prefix_len = pb.kv_len[0] - 300;
+  for (int32_t k = pb.accepted.indptr[1] - 1; k >= 0; --k) {
+    const size_t src = pb.row_offset(0, prefix_len + pb.accepted.nodes[k]);
+    const size_t dst = pb.row_offset(0, prefix_len + k);
+    std::copy_n(reversed.begin() + src, kQKDim, reversed.begin() + dst);
+  }
+  EXPECT_FALSE(reversed == expected);
+}
+
+TEST(KvCommitPaged, FailedCallsChangeNothing) {
+  std::mt19937_64 rng(54);
+  PagedBatch pb = make_batch(8, {6, 3}, test::Shape::kChain, true, rng);
+  const auto before = pb.cache;
+  std::vector<int32_t> new_kv_len = {-5};
+  auto expect_error = [&](PagedBatch bad, const AcceptedPaths& acc, const std::string& fragment) {
+    const Status s = commit_kv_paged(bad.args(), acc, &new_kv_len);
+    ASSERT_FALSE(s.ok()) << fragment;
+    EXPECT_NE(s.message().find(fragment), std::string::npos) << s.message();
+    EXPECT_TRUE(std::equal(bad.cache.begin(), bad.cache.end(), before.begin()));
+    EXPECT_EQ(new_kv_len, std::vector<int32_t>{-5});
+  };
+  AcceptedPaths acc = pb.accepted;
+  acc.nodes[pb.accepted.indptr[1] + 2] = 1;  // request 1: 0, 1, 1 is not a path
+  expect_error(pb, acc, "request 1 step 2: node 1 is not a child of 1");
+  acc = pb.accepted;
+  acc.nodes[1] = 2;  // request 0: skips node 1
+  expect_error(pb, acc, "request 0 step 1: node 2 is not a child of 0");
+  acc = pb.accepted;
+  acc.indptr = {0, 0, 3};
+  acc.nodes.resize(3);
+  expect_error(pb, acc, "request 0: path of 0 nodes in a tree of 6");
+  PagedBatch bad = pb;
+  bad.page_indices[bad.page_indptr[1]] = 1000;
+  expect_error(bad, pb.accepted, "request 1 entry");
+  bad = pb;
+  bad.page_indices[0] = -1;
+  expect_error(bad, pb.accepted, "page -1");
+  bad = pb;
+  bad.page_indptr = {0, 0, bad.page_indptr[2]};
+  expect_error(bad, pb.accepted, "request 0: 0 pages");
+  bad = pb;
+  bad.kv_len[1] = 2;
+  expect_error(bad, pb.accepted, "kv_len = 2, T_b = 3");
+  bad = pb;
+  bad.page_size = 3;
+  expect_error(bad, pb.accepted, "page_size = 3");
+  bad = pb;
+  bad.cache.pop_back();
+  expect_error(bad, pb.accepted, "not a multiple");
+}
+
+// ---- page_size = 1: slot lists --------------------------------------------------------------
+
+TEST(CommitSlots, NoSlotLostOrDuplicated) {
+  std::mt19937_64 rng(55);
+  for (test::Shape shape : test::kAllShapes) {
+    for (bool full : {false, true}) {
+      // Page size 1 makes each page a slot: the batch's page lists are the slot lists.
+      PagedBatch pb = make_batch(1, {1, 0, 1024, 77, 2}, shape, full, rng);
+      std::vector<int32_t> slot_indptr = {0}, slots;
+      for (size_t b = 0; b + 1 < pb.qo_indptr.size(); ++b) {
+        slots.insert(slots.end(), pb.page_indices.begin() + pb.page_indptr[b],
+                     pb.page_indices.begin() + pb.page_indptr[b] + pb.kv_len[b]);
+        slot_indptr.push_back(static_cast<int32_t>(slots.size()));
+      }
+      SlotCommitResult res;
+      ASSERT_TRUE(
+          commit_slots(slot_indptr, slots, pb.kv_len, pb.qo_indptr, pb.parents, pb.accepted, &res)
+              .ok());
+      // Old slots = new slots + freed slots, as multisets.
+      std::vector<int32_t> before = slots, after = res.slots;
+      after.insert(after.end(), res.freed_slots.begin(), res.freed_slots.end());
+      std::sort(before.begin(), before.end());
+      std::sort(after.begin(), after.end());
+      ASSERT_EQ(before, after);
+      // Reading the cache through the new slot list gives what the paged commit (which moves
+      // data instead) leaves at the same positions.
+      const auto moved = reference_commit(pb);
+      for (size_t b = 0; b + 1 < pb.qo_indptr.size(); ++b) {
+        ASSERT_EQ(res.slot_indptr[b + 1] - res.slot_indptr[b], res.kv_len[b]);
+        const int32_t path = pb.accepted.indptr[b + 1] - pb.accepted.indptr[b];
+        const int32_t n = pb.qo_indptr[b + 1] - pb.qo_indptr[b];
+        ASSERT_EQ(res.kv_len[b], pb.kv_len[b] - n + path);
+        for (int32_t pos = 0; pos < res.kv_len[b]; ++pos) {
+          const size_t via_slots =
+              static_cast<size_t>(res.slots[res.slot_indptr[b] + pos]) * kQKDim;
+          ASSERT_TRUE(std::equal(pb.cache.begin() + via_slots,
+                                 pb.cache.begin() + via_slots + kQKDim,
+                                 moved.begin() + pb.row_offset(b, pos)))
+              << "request " << b << " position " << pos;
+        }
+      }
+    }
+  }
+}
+
+TEST(CommitSlots, Errors) {
+  const std::vector<int32_t> qo = {0, 3}, parents = {-1, 0, 1}, kv_len = {5};
+  const std::vector<int32_t> slot_indptr = {0, 5};
+  const AcceptedPaths acc{.indptr = {0, 2}, .nodes = {0, 1}, .bonus_tokens = {0}};
+  SlotCommitResult res{.slot_indptr = {42}};
+  Status s = commit_slots(slot_indptr, std::vector<int32_t>{9, 8, 7, 6, 7}, kv_len, qo, parents,
+                          acc, &res);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("tree slot 7 listed twice"), std::string::npos) << s.message();
+  s = commit_slots(std::vector<int32_t>{0, 4}, std::vector<int32_t>{9, 8, 7, 6}, kv_len, qo,
+                   parents, acc, &res);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("4 slots, kv_len = 5"), std::string::npos) << s.message();
+  EXPECT_EQ(res.slot_indptr, std::vector<int32_t>{42});
+  ASSERT_TRUE(
+      commit_slots(slot_indptr, std::vector<int32_t>{9, 8, 7, 6, 5}, kv_len, qo, parents, acc, &res)
+          .ok());
+  EXPECT_EQ(res.slots, (std::vector<int32_t>{9, 8, 7, 6}));
+  EXPECT_EQ(res.freed_slots, std::vector<int32_t>{5});
+  EXPECT_EQ(res.kv_len, std::vector<int32_t>{4});
+}
+
+}  // namespace
+}  // namespace treeverify

@@ -1,0 +1,71 @@
+// Shared steps of the GPU tests: run a case on the CUDA backend and compare it with the
+// float64 oracle.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "cpu/cpu_backend.h"
+#include "testing/cases.h"
+#include "testing/compare.h"
+#include "testing/cuda/device_case.h"
+
+namespace treeverify::testing {
+
+#define TV_SKIP_WITHOUT_GPU()                                     \
+  do {                                                            \
+    std::string why;                                              \
+    if (!cuda_device_available(&why)) GTEST_SKIP() << "no GPU: " << why; \
+  } while (0)
+
+// A fresh seed per call, printed on failure so the case can be replayed.
+inline uint64_t fresh_seed() {
+  static std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) | rd();
+}
+
+struct GpuResult {
+  Plan plan;
+  std::vector<uint16_t> out;
+  std::vector<float> lse;
+};
+
+// Plans and runs `host` on cuda-mma with poisoned outputs; fails the test on any error.
+inline GpuResult run_on_gpu(const HostCase& host, const PlanOptions& options) {
+  GpuResult r;
+  PlanOptions o = options;
+  o.backend = Backend::kCudaMma;
+  const Status ps = plan(host.problem(), o, &r.plan);
+  EXPECT_TRUE(ps.ok()) << ps.to_string();
+  if (!ps.ok()) return r;
+  DeviceCase dev(host);
+  dev.ensure_workspace(r.plan.workspace_bytes);
+  dev.poison_outputs();
+  const Status rs = run(r.plan, dev.tensors(), dev.workspace(), dev.workspace_bytes(), nullptr);
+  EXPECT_TRUE(rs.ok()) << rs.to_string();
+  dev.download(&r.out, &r.lse);
+  return r;
+}
+
+// Runs on the GPU and checks against the oracle that rounds P like the kernel does.
+inline void expect_matches_oracle(const CaseSpec& spec, const PlanOptions& options = {}) {
+  const HostCase host = make_case(spec);
+  const GpuResult gpu = run_on_gpu(host, options);
+  if (gpu.out.size() != host.out_elems()) return;  // the run already failed the test
+  detail::ReferenceResult ref;
+  Plan ref_plan;
+  PlanOptions ro;
+  ro.backend = Backend::kCpuReference;
+  ASSERT_TRUE(plan(host.problem(), ro, &ref_plan).ok());
+  const Status s = detail::reference_attention(ref_plan, host.tensors(nullptr, nullptr),
+                                               /*round_p=*/true, &ref);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  const Comparison c = compare_with_reference(spec.dtype, gpu.out, gpu.lse.data(), ref.out, ref.lse);
+  EXPECT_TRUE(c.ok(kOutRelTol, kLseAbsTol))
+      << spec.name << " seed " << spec.seed << " kernel " << gpu.plan.kernel << " ("
+      << gpu.plan.reason << "): " << c.to_string();
+}
+
+}  // namespace treeverify::testing
