@@ -144,8 +144,8 @@ int run_doctor(const DoctorFlags& flags) {
   const bool same_reason = std::all_of(rows.begin(), rows.end(), [&](const Row& r) {
     return r.status.ok() && r.plan.reason == rows.front().plan.reason;
   });
-  fmt::print("  {:<7} {:>4} {:>6} {:>9} {:>5} {:>5}  {:<14} {:<24}{}\n", "case", "H", "T", "L",
-             "page", "batch", "backend", "kernel", same_reason ? "" : " reason");
+  fmt::print("  {:<7} {:>4} {:>6} {:>9} {:>5} {:>5}  {:<14} {}\n", "case", "H", "T", "L", "page",
+             "batch", "backend", same_reason ? "kernel" : fmt::format("{:<24} reason", "kernel"));
   for (const Row& r : rows) {
     const SuiteCase& c = *r.c;
     const std::string head = fmt::format(
