@@ -1,7 +1,9 @@
 // `treeverify bench`: each case checked against the oracle, then timed and set against the
 // roofline of this machine, with the ceilings measured in the same run (BENCH.md).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -41,11 +43,11 @@ std::string cpu_model() {
 }
 
 void print_list(const std::vector<SuiteCase>& cases) {
-  fmt::print("{:<7} {:>4} {:>12} {:>16} {:>5} {:>5} {:>9} {:>9}  {}\n", "case", "H", "T", "L",
-             "page", "batch", "GB", "GFLOP", "why");
+  fmt::print("{:<7} {:>4} {:>6} {:>9} {:>5} {:>5} {:>9} {:>9}  {}\n", "case", "H", "T", "L", "page",
+             "batch", "GB", "GFLOP", "why");
   for (const SuiteCase& c : cases) {
-    fmt::print("{:<7} {:>4} {:>12} {:>16} {:>5} {:>5} {:>9.3f} {:>9.1f}  {}\n", c.name, c.num_heads,
-               format_lengths(c.tree_sizes), format_lengths(c.prefix_lens), c.page_size,
+    fmt::print("{:<7} {:>4} {:>6} {:>9} {:>5} {:>5} {:>9.3f} {:>9.1f}  {}\n", c.name, c.num_heads,
+               format_range(c.tree_sizes), format_range(c.prefix_lens), c.page_size,
                c.tree_sizes.size(), case_bytes(c) * 1e-9, case_flops(c) * 1e-9, c.why);
   }
 }
@@ -105,10 +107,11 @@ int bench_case(const SuiteCase& given, const PlanOptions& options,
   if (s.ok()) s = make_runner(plan, hc, &runner);
   std::vector<double> samples;
   const bool cpu = is_cpu(plan.backend);
-  if (s.ok()) {
-    s = runner->time(flags.warmup.value_or(cpu ? kCpuWarmup : kCudaWarmup),
-                     flags.iters.value_or(cpu ? kCpuIters : kCudaIters), &samples);
-  }
+  const int warmup = flags.warmup.value_or(cpu ? kCpuWarmup : kCudaWarmup);
+  const int iters = flags.iters.value_or(cpu ? kCpuIters : kCudaIters);
+  if (s.ok()) s = runner->time(warmup, iters, &samples);
+  (*row)["warmup"] = warmup;
+  (*row)["iters"] = iters;
   (*row)["backend"] = backend_name(plan.backend);
   (*row)["kernel"] = plan.kernel;
   (*row)["reason"] = plan.reason;
@@ -240,30 +243,37 @@ int run_bench(const BenchFlags& flags) {
     return code;
   }
 
-  bool scaled = false, reduced_check = false;
-  std::string method;
+  std::vector<std::string> scaled, timing;
+  bool reduced_check = false;
   for (const auto& r : out["cases"]) {
-    scaled |= r["l_scale"].get<double>() < 1;
+    const double f = r["l_scale"].get<double>();
+    if (f < 1) scaled.push_back(fmt::format("{} x{:.3g}", r["case"].get<std::string>(), f));
     reduced_check |= r.contains("check") && r["check"]["prefix_checked"] != r["prefix_run"];
-    if (r.contains("method")) method = r["method"].get<std::string>();
+    if (r.contains("method")) {
+      const std::string t =
+          fmt::format("median of {} runs after {} warm-up, {}", r["iters"].get<int>(),
+                      r["warmup"].get<int>(), r["method"].get<std::string>());
+      if (std::find(timing.begin(), timing.end(), t) == timing.end()) timing.push_back(t);
+    }
   }
   fmt::print("\n");
-  if (scaled) {
+  if (!scaled.empty()) {
     fmt::print(
-        "L run: the suite's prefix L was SCALED DOWN for {} (--scale-l {}; "
-        "--scale-l 1 runs the full suite L)\n",
-        scale ? "this run" : "the CPU backend so each case finishes in well under a minute",
-        flags.cases.scale_l);
+        "L run: the suite's prefix L was SCALED DOWN ({}) {}; --scale-l 1 runs the full "
+        "suite L\n",
+        fmt::join(scaled, ", "),
+        scale ? "by --scale-l"
+              : "for the CPU backend, so each case finishes in well under a minute");
   }
   if (reduced_check) {
     fmt::print(
         "L check: the float64 oracle checked a copy with a shorter prefix (same H, T, "
         "page, tree shape) so it runs in seconds\n");
   }
+  for (const std::string& t : timing) fmt::print("time: {}\n", t);
   fmt::print(
-      "time: median of {} runs after warm-up; {}\n"
-      "roof = max(bytes/BW, flops/MMA) / time, bytes and flops as in BENCH.md\n",
-      flags.iters ? std::to_string(*flags.iters) : "the default number of", method);
+      "roof = floor / time, floor = max(bytes/BW, flops/MMA), bytes and flops as in "
+      "BENCH.md; the last column says which term sets the floor\n");
   return code;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -114,8 +115,9 @@ int run_doctor(const DoctorFlags& flags) {
   fmt::print("  CPU: {} hardware threads\n\n", threads);
 
   if (devices.empty()) {
-    fmt::print("GPU: none found{}. The CPU backends run everything (cpu-fast by default).\n\n",
-               note.empty() ? "" : fmt::format(" ({})", note));
+    fmt::print(
+        "GPU: none usable here{}\n  The CPU backends run everything (cpu-fast by default).\n\n",
+        note.empty() ? "." : ": " + note);
   } else {
     fmt::print("GPUs:\n");
     for (const DeviceInfo& d : devices) {
@@ -138,20 +140,28 @@ int run_doctor(const DoctorFlags& flags) {
 
   fmt::print("Suite cases (backend {}; planned from lengths only, nothing allocated):\n",
              flags.backend);
-  fmt::print("  {:<7} {:>4} {:>12} {:>16} {:>5}  {:<14} {:<24} {}\n", "case", "H", "T", "L", "page",
-             "backend", "kernel", "reason");
+  // One reason for every case (the usual CPU-only answer) is said once, not on every row.
+  const bool same_reason = std::all_of(rows.begin(), rows.end(), [&](const Row& r) {
+    return r.status.ok() && r.plan.reason == rows.front().plan.reason;
+  });
+  fmt::print("  {:<7} {:>4} {:>6} {:>9} {:>5} {:>5}  {:<14} {}\n", "case", "H", "T", "L", "page",
+             "batch", "backend", same_reason ? "kernel" : fmt::format("{:<24} reason", "kernel"));
   for (const Row& r : rows) {
     const SuiteCase& c = *r.c;
-    const std::string head =
-        fmt::format("  {:<7} {:>4} {:>12} {:>16} {:>5}  ", c.name, c.num_heads,
-                    format_lengths(c.tree_sizes), format_lengths(c.prefix_lens), c.page_size);
-    if (r.status.ok()) {
+    const std::string head = fmt::format(
+        "  {:<7} {:>4} {:>6} {:>9} {:>5} {:>5}  ", c.name, c.num_heads, format_range(c.tree_sizes),
+        format_range(c.prefix_lens), c.page_size, c.tree_sizes.size());
+    if (!r.status.ok()) {
+      fmt::print("{}{:<14} {:<24} {}\n", head, "-", "-", r.status.to_string());
+    } else if (same_reason) {
+      fmt::print("{}{:<14} {}\n", head, backend_name(r.plan.backend), r.plan.kernel);
+    } else {
       fmt::print("{}{:<14} {:<24} {}\n", head, backend_name(r.plan.backend), r.plan.kernel,
                  r.plan.reason);
-    } else {
-      fmt::print("{}{:<14} {:<24} {}\n", head, "-", "-", r.status.to_string());
     }
   }
+  if (same_reason && !rows.empty())
+    fmt::print("  why, for every case: {}\n", rows.front().plan.reason);
   return kExitOk;
 }
 

@@ -256,6 +256,14 @@ static std::string format_lengths_impl(const std::vector<T>& v) {
   }
   return fmt::format("[{}]", fmt::join(v, ","));
 }
+template <typename T>
+static std::string format_range_impl(const std::vector<T>& v) {
+  if (v.empty()) return "-";
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return *lo == *hi ? fmt::format("{}", *lo) : fmt::format("{}..{}", *lo, *hi);
+}
+std::string format_range(const std::vector<int64_t>& v) { return format_range_impl(v); }
+std::string format_range(const std::vector<int32_t>& v) { return format_range_impl(v); }
 std::string format_lengths(const std::vector<int64_t>& v) { return format_lengths_impl(v); }
 std::string format_lengths(const std::vector<int32_t>& v) { return format_lengths_impl(v); }
 

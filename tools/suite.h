@@ -63,7 +63,11 @@ struct CaseMetadata {
 };
 CaseMetadata make_metadata(const SuiteCase& c);
 
-std::string format_lengths(const std::vector<int64_t>& v);  // "185000" or "[1, 100000, ...]"
+// "185000" when every request has the same value, else the whole list "[1,100000,...]".
+std::string format_lengths(const std::vector<int64_t>& v);
 std::string format_lengths(const std::vector<int32_t>& v);
+// For tables: "185000", or "1..100000" for a ragged batch.
+std::string format_range(const std::vector<int64_t>& v);
+std::string format_range(const std::vector<int32_t>& v);
 
 }  // namespace treeverify::cli
