@@ -1,0 +1,178 @@
+// The CLI's pure parts: the suite file (built-in and malformed ones), case selection, L
+// scaling, the metadata-only problem, and the roofline math.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "common.h"
+#include "roofline.h"
+#include "suite.h"
+#include "timing.h"
+
+namespace treeverify::cli {
+namespace {
+
+const SuiteCase* find(const std::vector<SuiteCase>& cases, const std::string& name) {
+  for (const SuiteCase& c : cases) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+TEST(CliSuite, BuiltInSuiteIsBenchMd) {
+  std::vector<SuiteCase> cases;
+  ASSERT_TRUE(load_suite("", &cases).ok());
+  // BENCH.md's table; R1's heads list expands to one case per H.
+  struct Want {
+    const char* name;
+    int h, t;
+    int64_t l;
+    int page, batch;
+  };
+  for (const Want& w : {Want{"V1", 8, 16, 185000, 1, 1}, Want{"V2", 8, 64, 185000, 64, 1},
+                        Want{"V3", 16, 256, 65536, 64, 1}, Want{"V4", 64, 64, 185000, 64, 1},
+                        Want{"D1", 16, 1, 8192, 64, 64}, Want{"D2", 128, 1, 185000, 64, 1}}) {
+    const SuiteCase* c = find(cases, w.name);
+    ASSERT_NE(c, nullptr) << w.name;
+    EXPECT_EQ(c->num_heads, w.h) << w.name;
+    EXPECT_EQ(c->page_size, w.page) << w.name;
+    ASSERT_EQ(static_cast<int>(c->tree_sizes.size()), w.batch) << w.name;
+    for (int b = 0; b < w.batch; ++b) {
+      EXPECT_EQ(c->tree_sizes[b], w.t) << w.name;
+      EXPECT_EQ(c->prefix_lens[b], w.l) << w.name;
+    }
+    EXPECT_EQ(c->shape, testing::TreeShape::kRandom);
+    EXPECT_FLOAT_EQ(c->softmax_scale, 0.1447f);
+  }
+  const SuiteCase* r8 = find(cases, "R1.h8");
+  const SuiteCase* r64 = find(cases, "R1.h64");
+  ASSERT_NE(r8, nullptr);
+  ASSERT_NE(r64, nullptr);
+  EXPECT_EQ(r8->num_heads, 8);
+  EXPECT_EQ(r64->num_heads, 64);
+  ASSERT_EQ(r8->tree_sizes.size(), 8u);
+  EXPECT_EQ(r8->page_size, 16);
+  EXPECT_EQ(*std::min_element(r8->prefix_lens.begin(), r8->prefix_lens.end()), 1);
+  EXPECT_EQ(*std::max_element(r8->prefix_lens.begin(), r8->prefix_lens.end()), 100000);
+  EXPECT_EQ(*std::min_element(r8->tree_sizes.begin(), r8->tree_sizes.end()), 1);
+  EXPECT_EQ(*std::max_element(r8->tree_sizes.begin(), r8->tree_sizes.end()), 64);
+}
+
+TEST(CliSuite, SelectsByNameAndFamily) {
+  std::vector<SuiteCase> cases, sel;
+  ASSERT_TRUE(load_suite("", &cases).ok());
+  ASSERT_TRUE(select_cases(cases, {"V1", "R1"}, &sel).ok());
+  ASSERT_EQ(sel.size(), 3u);
+  EXPECT_EQ(sel[0].name, "V1");
+  EXPECT_EQ(sel[1].name, "R1.h8");
+  EXPECT_EQ(sel[2].name, "R1.h64");
+  ASSERT_TRUE(select_cases(cases, {}, &sel).ok());
+  EXPECT_EQ(sel.size(), cases.size());
+  const Status s = select_cases(cases, {"V9"}, &sel);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("V9"), std::string::npos);
+  EXPECT_NE(s.message().find("D2"), std::string::npos);  // lists the known cases
+}
+
+TEST(CliSuite, MalformedSuitesNameTheProblem) {
+  std::vector<SuiteCase> cases;
+  auto error_of = [&](const std::string& text) {
+    const Status s = parse_suite(text, "t.json", &cases);
+    EXPECT_FALSE(s.ok()) << text;
+    return s.message();
+  };
+  EXPECT_NE(error_of("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of(R"({"cases": 3})").find("'cases'"), std::string::npos);
+  const std::string base = R"("heads": 8, "page": 64, "batch": 2, "prefix": 100)";
+  EXPECT_NE(error_of(R"({"cases": [{"name": "X", "tree": [1, 2, 3], )" + base + "}]}")
+                .find("'tree' has 3 values, batch is 2"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"cases": [{"name": "X", "tree": -1, )" + base + "}]}").find("negative"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"cases": [{"name": "X", "tree": 4, "shape": "oak", )" + base + "}]}")
+                .find("oak"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"cases": [{"name": "X", "tree": 4, "heads": 0, "page": 1, "batch": 1,
+                         "prefix": 1}]})")
+                .find("heads = 0"),
+            std::string::npos);
+  const std::string one = R"({"name": "X", "tree": 4, )" + base + "}";
+  EXPECT_NE(error_of(R"({"cases": [)" + one + "," + one + "]}").find("duplicate"),
+            std::string::npos);
+}
+
+TEST(CliSuite, ScalingKeepsNonEmptyPrefixes) {
+  SuiteCase c;
+  c.prefix_lens = {0, 1, 10, 185000};
+  const SuiteCase s = scale_prefix(c, 0.1);
+  EXPECT_EQ(s.prefix_lens, (std::vector<int64_t>{0, 1, 1, 18500}));
+  EXPECT_DOUBLE_EQ(scale_for_budget(10, 20), 1.0);
+  EXPECT_DOUBLE_EQ(scale_for_budget(40, 20), 0.5);
+  std::optional<double> f;
+  EXPECT_TRUE(parse_scale("auto", &f).ok());
+  EXPECT_FALSE(f.has_value());
+  EXPECT_TRUE(parse_scale("0.25", &f).ok());
+  EXPECT_DOUBLE_EQ(*f, 0.25);
+  EXPECT_FALSE(parse_scale("0", &f).ok());
+  EXPECT_FALSE(parse_scale("2", &f).ok());
+  EXPECT_FALSE(parse_scale("0.1x", &f).ok());
+}
+
+TEST(CliSuite, MetadataMatchesTheCase) {
+  std::vector<SuiteCase> cases;
+  ASSERT_TRUE(load_suite("", &cases).ok());
+  const SuiteCase& r1 = *find(cases, "R1.h64");
+  const CaseMetadata m = make_metadata(r1);
+  ASSERT_EQ(m.qo_indptr.size(), 9u);
+  for (size_t b = 0; b < 8; ++b) {
+    EXPECT_EQ(m.qo_indptr[b + 1] - m.qo_indptr[b], r1.tree_sizes[b]);
+    EXPECT_EQ(m.kv_len[b], r1.prefix_lens[b] + r1.tree_sizes[b]);
+    const int64_t pages = m.kv_page_indptr[b + 1] - m.kv_page_indptr[b];
+    EXPECT_EQ(pages, (m.kv_len[b] + r1.page_size - 1) / r1.page_size);
+    EXPECT_EQ(m.parents[m.qo_indptr[b]], -1);  // every tree has its root first
+  }
+  EXPECT_EQ(m.num_pages, static_cast<int64_t>(m.kv_page_indices.size()));
+  const VerifyProblem p = m.problem(r1);
+  EXPECT_EQ(p.batch_size, 8);
+  EXPECT_EQ(p.num_heads, 64);
+  EXPECT_EQ(p.kv_len, m.kv_len.data());
+}
+
+TEST(CliRoofline, BytesAndFlopsFollowBenchMd) {
+  SuiteCase v1;
+  v1.num_heads = 8;
+  v1.tree_sizes = {16};
+  v1.prefix_lens = {185000};
+  EXPECT_DOUBLE_EQ(case_bytes(v1), 185016.0 * 576 * 2);
+  EXPECT_DOUBLE_EQ(case_flops(v1), 2.0 * 16 * 8 * 185016 * (576 + 512));
+}
+
+TEST(CliRoofline, FloorIsTheSlowerCeiling) {
+  Ceilings c{.bandwidth = 1e12, .mma_flops = 1e15};
+  // Memory-bound: 1 GB at 1 TB/s = 1 ms; 1 GFLOP at 1 PFLOP/s = 1 us.
+  RooflinePoint p = roofline(1e9, 1e9, 2e-3, c);
+  EXPECT_DOUBLE_EQ(p.floor_s, 1e-3);
+  EXPECT_DOUBLE_EQ(p.fraction, 0.5);
+  EXPECT_FALSE(p.compute_bound);
+  EXPECT_DOUBLE_EQ(p.gbps, 500);
+  EXPECT_DOUBLE_EQ(p.tflops, 0.5);
+  // Compute-bound: 4 TFLOP at 1 PFLOP/s = 4 ms.
+  p = roofline(1e9, 4e12, 4e-3, c);
+  EXPECT_TRUE(p.compute_bound);
+  EXPECT_DOUBLE_EQ(p.fraction, 1.0);
+  // An unmeasured ceiling contributes nothing rather than dividing by zero.
+  p = roofline(1e9, 4e12, 4e-3, Ceilings{.bandwidth = 1e12});
+  EXPECT_DOUBLE_EQ(p.floor_s, 1e-3);
+  EXPECT_TRUE(std::isfinite(p.fraction));
+}
+
+TEST(CliRoofline, MedianOfSamples) {
+  EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(median({}), 0);
+}
+
+}  // namespace
+}  // namespace treeverify::cli

@@ -1,0 +1,156 @@
+// Case-selection flags, L scaling and the oracle check shared by `bench` and `check`.
+#include "common.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <memory>
+
+#include "core/check.h"
+#include "cpu/cpu_backend.h"
+#include "testing/cases.h"
+#include "timing.h"
+
+namespace treeverify::cli {
+
+void add_case_flags(CLI::App* app, CaseFlags* f) {
+  app->add_option("--suite", f->suite_file, "suite JSON file instead of the built-in one")
+      ->check(CLI::ExistingFile);
+  app->add_option("--backend", f->backend, "auto, cpu-reference, cpu-fast or cuda-mma")
+      ->capture_default_str();
+  app->add_option("--scale-l", f->scale_l,
+                  "multiply every prefix length L by this factor in (0, 1], or 'auto'")
+      ->capture_default_str();
+  app->add_option("--seed", f->seed, "random seed of the case data (default: the case's)");
+  auto* g = app->add_option_group("custom case", "a case given by flags instead of a suite name");
+  g->add_option("--tree", f->tree, "T: one value, or one per request");
+  g->add_option("--prefix", f->prefix, "L: one value, or one per request");
+  g->add_option("--heads", f->heads, "H")->capture_default_str();
+  g->add_option("--page", f->page, "page size")->capture_default_str();
+  g->add_option("--batch", f->batch, "requests")->capture_default_str();
+  g->add_option("--shape", f->shape, "tree shape: random, chain, star, deep, bushy")
+      ->capture_default_str();
+  g->add_option("--dtype", f->dtype, "bf16 or fp16")->capture_default_str();
+}
+
+Status resolve_cases(const CaseFlags& f, std::vector<SuiteCase>* cases) {
+  std::vector<SuiteCase> out;
+  if (f.tree.empty() && f.prefix.empty()) {
+    std::vector<SuiteCase> suite;
+    TV_RETURN_IF_ERROR(load_suite(f.suite_file, &suite));
+    TV_RETURN_IF_ERROR(select_cases(suite, f.names, &out));
+  } else {
+    if (!f.names.empty()) {
+      return Status(StatusCode::kInvalidArgument,
+                    "give suite case names or --tree/--prefix for a custom case, not both");
+    }
+    SuiteCase c;
+    c.name = c.family = "custom";
+    c.why = "given on the command line";
+    c.num_heads = f.heads;
+    c.page_size = f.page;
+    if (f.batch < 1) return Status(StatusCode::kInvalidArgument, "--batch must be >= 1");
+    auto expand = [&](auto values, auto fallback, const char* flag, auto* dst) -> Status {
+      if (values.empty()) values.push_back(fallback);
+      if (values.size() == 1) values.assign(f.batch, values[0]);
+      if (static_cast<int32_t>(values.size()) != f.batch) {
+        return Status(StatusCode::kInvalidArgument,
+                      fmt::format("{} has {} values, --batch is {}", flag, values.size(), f.batch));
+      }
+      dst->assign(values.begin(), values.end());
+      return Status::Ok();
+    };
+    TV_RETURN_IF_ERROR(expand(f.tree, int32_t{16}, "--tree", &c.tree_sizes));
+    TV_RETURN_IF_ERROR(expand(f.prefix, int64_t{8192}, "--prefix", &c.prefix_lens));
+    if (!testing::parse_tree_shape(f.shape, &c.shape)) {
+      return Status(StatusCode::kInvalidArgument, fmt::format("unknown --shape '{}'", f.shape));
+    }
+    if (f.dtype == "fp16") {
+      c.dtype = DType::kFP16;
+    } else if (f.dtype != "bf16") {
+      return Status(StatusCode::kInvalidArgument, fmt::format("unknown --dtype '{}'", f.dtype));
+    }
+    out.push_back(std::move(c));
+  }
+  if (f.seed) {
+    for (SuiteCase& c : out) c.seed = *f.seed;
+  }
+  *cases = std::move(out);
+  return Status::Ok();
+}
+
+Status build_case(const SuiteCase& c, testing::HostCase* host_case) {
+  try {
+    *host_case = testing::make_case(to_spec(c));
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInvalidArgument, fmt::format("case {}: {}", c.name, e.what()));
+  }
+  return Status::Ok();
+}
+
+double scale_for_budget(double flops, double budget) {
+  return flops <= budget ? 1.0 : budget / flops;
+}
+
+Status parse_scale(const std::string& text, std::optional<double>* scale) {
+  if (text == "auto") {
+    scale->reset();
+    return Status::Ok();
+  }
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(v > 0 && v <= 1)) {
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("--scale-l '{}': expected a factor in (0, 1] or 'auto'", text));
+  }
+  *scale = v;
+  return Status::Ok();
+}
+
+Status plan_options(const std::string& backend, PlanOptions* options) {
+  PlanOptions o;
+  TV_RETURN_IF_ERROR(parse_backend(backend, &o.backend));
+  // CPU backends keep P in full precision (their natural mode); the oracle matches each
+  // backend's choice in check_case.
+  o.round_p = false;
+  *options = o;
+  return Status::Ok();
+}
+
+Status plan_metadata(const SuiteCase& c, const PlanOptions& options, Plan* p) {
+  const CaseMetadata m = make_metadata(c);
+  return plan(m.problem(c), options, p);
+}
+
+Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_flops,
+                  CheckResult* result) {
+  // The oracle is single-threaded float64: shorten the prefix until it takes seconds.
+  const double scale = scale_for_budget(case_flops(c), oracle_flops);
+  const SuiteCase small = scale < 1 ? scale_prefix(c, scale) : c;
+  testing::HostCase hc;
+  TV_RETURN_IF_ERROR(build_case(small, &hc));
+  Plan p;
+  TV_RETURN_IF_ERROR(plan(hc.problem(), options, &p));
+  std::unique_ptr<Runner> runner;
+  TV_RETURN_IF_ERROR(make_runner(p, hc, &runner));
+  std::vector<uint16_t> out;
+  std::vector<float> lse;
+  TV_RETURN_IF_ERROR(runner->run_once(&out, &lse));
+
+  // GPU kernels round P to the input dtype before P.V; CPU backends do what round_p says.
+  const bool round_p = p.backend == Backend::kCudaMma || p.options.round_p;
+  detail::ReferenceResult ref;
+  std::vector<uint16_t> unused_out(hc.out_elems());
+  std::vector<float> unused_lse(hc.lse_elems());
+  TV_RETURN_IF_ERROR(detail::reference_attention(
+      p, hc.tensors(unused_out.data(), unused_lse.data()), round_p, &ref));
+
+  result->cmp = testing::compare_with_reference(c.dtype, out, lse.data(), ref.out, ref.lse);
+  result->pass = result->cmp.ok(testing::kOutRelTol, testing::kLseAbsTol);
+  result->checked_prefix = small.prefix_lens;
+  result->reduced = scale < 1;
+  result->plan = p;
+  return Status::Ok();
+}
+
+}  // namespace treeverify::cli

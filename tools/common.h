@@ -1,0 +1,67 @@
+// What `bench` and `check` share: the case-selection flags, L scaling for the CPU and the
+// oracle, and the correctness check against the float64 oracle.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "suite.h"
+#include "testing/compare.h"
+#include "treeverify/verify.h"
+
+namespace treeverify::cli {
+
+// Suite names, or a custom case when --tree or --prefix is given.
+struct CaseFlags {
+  std::vector<std::string> names;
+  std::string suite_file;  // empty: the built-in suite
+  int32_t heads = 8;
+  std::vector<int32_t> tree;  // one value (every request) or one per request
+  std::vector<int64_t> prefix;
+  int32_t page = 64;
+  int32_t batch = 1;
+  std::string shape = "random";
+  std::string dtype = "bf16";
+  std::optional<uint64_t> seed;
+  std::string backend = "auto";
+  std::string scale_l = "auto";  // a factor for every prefix length, or "auto"
+};
+void add_case_flags(CLI::App* app, CaseFlags* flags);
+Status resolve_cases(const CaseFlags& flags, std::vector<SuiteCase>* cases);
+
+// testing::make_case, with its exceptions (specs it cannot represent) turned into a Status.
+Status build_case(const SuiteCase& c, testing::HostCase* host_case);
+
+// Work budgets that keep a CPU run of each case well under a minute (the L scaling default):
+// cpu-fast reaches tens of GFLOP/s on a few cores, the float64 oracle about 1 GFLOP/s on one.
+inline constexpr double kCpuFastFlopBudget = 2e10;
+inline constexpr double kOracleFlopBudget = 2e9;
+
+// The factor that brings `flops` under `budget` (1 when it already is).
+double scale_for_budget(double flops, double budget);
+// --scale-l: a factor in (0, 1], or "auto" (returns nullopt); an error for anything else.
+Status parse_scale(const std::string& text, std::optional<double>* scale);
+
+// The plan() options for a backend name, with the round_p the comparison needs (GPU kernels
+// round P to the input dtype, so the oracle and the CPU backends do too).
+Status plan_options(const std::string& backend, PlanOptions* options);
+// Plans the case from its metadata alone (no KV), e.g. to learn which backend auto picks.
+Status plan_metadata(const SuiteCase& c, const PlanOptions& options, Plan* plan);
+
+struct CheckResult {
+  testing::Comparison cmp;
+  bool pass = false;
+  std::vector<int64_t> checked_prefix;  // the L_b the check ran at
+  bool reduced = false;                 // checked on a copy with a shorter prefix
+  Plan plan;                            // of the checked case
+};
+// Builds the case (with its prefix scaled down when the oracle would need more than
+// `oracle_flops` flops; pass infinity for the case as given), runs it on the backend of
+// `options` with poisoned outputs and compares with reference_attention (BENCH.md's bounds).
+Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_flops,
+                  CheckResult* result);
+
+}  // namespace treeverify::cli

@@ -1,0 +1,172 @@
+// `treeverify doctor`: what this build contains, which GPUs are here, and which backend and
+// kernel each suite case gets on this machine, with the reason.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "commands.h"
+#include "common.h"
+#include "treeverify/system.h"
+
+namespace treeverify::cli {
+namespace {
+
+struct DoctorFlags {
+  bool json = false;
+  std::string suite_file;
+  std::string backend = "auto";
+};
+
+std::string archs_text(const std::vector<int>& archs) {
+  std::vector<std::string> names;
+  for (int a : archs) names.push_back(fmt::format("sm_{}", a));
+  return names.empty() ? "none" : fmt::format("{}", fmt::join(names, " "));
+}
+
+int run_doctor(const DoctorFlags& flags) {
+  const BuildInfo build = build_info();
+  std::string note;
+  const std::vector<DeviceInfo> devices = list_devices(&note);
+  std::vector<SuiteCase> suite;
+  PlanOptions options;
+  Status s = load_suite(flags.suite_file, &suite);
+  if (s.ok()) s = plan_options(flags.backend, &options);
+  if (!s.ok()) {
+    fmt::print(stderr, "treeverify doctor: {}\n", s.to_string());
+    return kExitError;
+  }
+  std::vector<std::string> backends = {"cpu-reference", "cpu-fast"};
+  if (build.cuda_compiled) backends.push_back("cuda-mma");
+  const unsigned threads = std::thread::hardware_concurrency();
+
+  // Planning reads metadata only, so every suite case plans in milliseconds at full size.
+  struct Row {
+    const SuiteCase* c;
+    Status status;
+    Plan plan;
+  };
+  std::vector<Row> rows;
+  for (const SuiteCase& c : suite) {
+    Row r{&c, Status::Ok(), Plan{}};
+    r.status = plan_metadata(c, options, &r.plan);
+    rows.push_back(std::move(r));
+  }
+
+  if (flags.json) {
+    nlohmann::json j;
+    j["build"] = {{"version", build.version},
+                  {"git_commit", build.git_commit},
+                  {"backends", backends},
+                  {"cuda_compiled", build.cuda_compiled},
+                  {"cuda_compiler", build.cuda_compiler_version},
+                  {"cuda_archs", build.cuda_archs},
+                  {"blas", build.blas}};
+    j["cpu_threads"] = threads;
+    j["devices"] = nlohmann::json::array();
+    for (const DeviceInfo& d : devices) {
+      j["devices"].push_back({{"ordinal", d.ordinal},
+                              {"name", d.name},
+                              {"capability", fmt::format("{}.{}", d.cc_major, d.cc_minor)},
+                              {"sm_count", d.sm_count},
+                              {"global_mem_bytes", d.global_mem_bytes},
+                              {"l2_bytes", d.l2_bytes},
+                              {"smem_per_block_optin", d.smem_per_block_optin},
+                              {"clock_mhz", d.clock_mhz},
+                              {"has_kernel_code", d.has_kernel_code},
+                              {"kernel_arch", d.kernel_arch}});
+    }
+    j["device_note"] = note;
+    j["plans"] = nlohmann::json::array();
+    for (const Row& r : rows) {
+      nlohmann::json p = {{"case", r.c->name},       {"heads", r.c->num_heads},
+                          {"tree", r.c->tree_sizes}, {"prefix", r.c->prefix_lens},
+                          {"page", r.c->page_size},  {"ok", r.status.ok()}};
+      if (r.status.ok()) {
+        p["backend"] = backend_name(r.plan.backend);
+        p["kernel"] = r.plan.kernel;
+        p["reason"] = r.plan.reason;
+        p["workspace_bytes"] = r.plan.workspace_bytes;
+        p["chunk_tokens"] = r.plan.chunk_tokens;
+        p["num_chunks"] = r.plan.num_chunks;
+      } else {
+        p["error"] = r.status.to_string();
+      }
+      j["plans"].push_back(std::move(p));
+    }
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+
+  fmt::print("treeverify {} (commit {})\n", build.version, build.git_commit);
+  fmt::print("  backends compiled: {}\n", fmt::join(backends, ", "));
+  if (build.cuda_compiled) {
+    fmt::print("  CUDA: {}, architectures {}\n", build.cuda_compiler_version,
+               archs_text(build.cuda_archs));
+  } else {
+    fmt::print(
+        "  CUDA: not compiled into this build (configured with TREEVERIFY_CUDA=OFF or "
+        "without nvcc)\n");
+  }
+  fmt::print("  BLAS: {}\n", build.blas.empty() ? "unknown" : build.blas);
+  fmt::print("  CPU: {} hardware threads\n\n", threads);
+
+  if (devices.empty()) {
+    fmt::print("GPU: none found{}. The CPU backends run everything (cpu-fast by default).\n\n",
+               note.empty() ? "" : fmt::format(" ({})", note));
+  } else {
+    fmt::print("GPUs:\n");
+    for (const DeviceInfo& d : devices) {
+      fmt::print("  [{}] {}: sm_{}{}, {} SMs, {:.1f} GiB, L2 {} MiB, smem/block {} KiB, {} MHz\n",
+                 d.ordinal, d.name, d.cc_major, d.cc_minor, d.sm_count,
+                 static_cast<double>(d.global_mem_bytes) / (1 << 30), d.l2_bytes >> 20,
+                 d.smem_per_block_optin >> 10, d.clock_mhz);
+      if (d.has_kernel_code) {
+        fmt::print("      runs: yes, with the code compiled for sm_{}\n", d.kernel_arch);
+      } else {
+        fmt::print(
+            "      runs: NO, no compiled architecture runs on sm_{}{} (compiled: {}); "
+            "rebuild with TREEVERIFY_CUDA_ARCHS including {}{}\n",
+            d.cc_major, d.cc_minor, archs_text(build.cuda_archs), d.cc_major, d.cc_minor);
+      }
+    }
+    if (!note.empty()) fmt::print("  note: {}\n", note);
+    fmt::print("\n");
+  }
+
+  fmt::print("Suite cases (backend {}; planned from lengths only, nothing allocated):\n",
+             flags.backend);
+  fmt::print("  {:<7} {:>4} {:>12} {:>16} {:>5}  {:<14} {:<24} {}\n", "case", "H", "T", "L", "page",
+             "backend", "kernel", "reason");
+  for (const Row& r : rows) {
+    const SuiteCase& c = *r.c;
+    const std::string head =
+        fmt::format("  {:<7} {:>4} {:>12} {:>16} {:>5}  ", c.name, c.num_heads,
+                    format_lengths(c.tree_sizes), format_lengths(c.prefix_lens), c.page_size);
+    if (r.status.ok()) {
+      fmt::print("{}{:<14} {:<24} {}\n", head, backend_name(r.plan.backend), r.plan.kernel,
+                 r.plan.reason);
+    } else {
+      fmt::print("{}{:<14} {:<24} {}\n", head, "-", "-", r.status.to_string());
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_doctor_command(CLI::App* app, int* exit_code) {
+  auto flags = std::make_shared<DoctorFlags>();
+  CLI::App* cmd = app->add_subcommand(
+      "doctor", "build info, GPUs, and which backend and kernel each suite case gets here");
+  cmd->add_flag("--json", flags->json, "machine-readable output");
+  cmd->add_option("--suite", flags->suite_file, "suite JSON file instead of the built-in one")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--backend", flags->backend, "plan the cases for this backend")
+      ->capture_default_str();
+  cmd->callback([flags, exit_code] { *exit_code = run_doctor(*flags); });
+}
+
+}  // namespace treeverify::cli

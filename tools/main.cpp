@@ -1,0 +1,16 @@
+// treeverify: doctor (what runs here and why), bench (the suite, against the roofline),
+// check (one case against the float64 oracle).
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"treeverify: MLA tree-verify attention for speculative decoding"};
+  app.require_subcommand(1);
+  int exit_code = treeverify::cli::kExitOk;
+  treeverify::cli::add_doctor_command(&app, &exit_code);
+  treeverify::cli::add_bench_command(&app, &exit_code);
+  treeverify::cli::add_check_command(&app, &exit_code);
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}

@@ -1,0 +1,69 @@
+// The benchmark suite (bench/suite.json, embedded at build time) and the cases it names:
+// parsing, selection by name, L scaling, and host metadata without the KV data.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "testing/cases.h"
+#include "treeverify/status.h"
+#include "treeverify/verify.h"
+
+namespace treeverify::cli {
+
+// One runnable case: a suite entry with a single H (list-valued heads expand to one case each).
+struct SuiteCase {
+  std::string name;    // "V1", or "R1.h8" for an expanded heads list
+  std::string family;  // the suite entry's name: "R1" selects every "R1.hH"
+  std::string why;
+  int32_t num_heads = 0;
+  int32_t page_size = 0;
+  std::vector<int32_t> tree_sizes;   // T_b per request
+  std::vector<int64_t> prefix_lens;  // L_b per request
+  testing::TreeShape shape = testing::TreeShape::kRandom;
+  DType dtype = DType::kBF16;
+  float softmax_scale = 0.1447f;
+  uint64_t seed = 1;
+};
+
+// The suite file built into this binary (bench/suite.json at build time).
+const char* embedded_suite_json();
+
+// Parses suite JSON text; errors name the case and the field. `origin` names the text in them.
+Status parse_suite(const std::string& json_text, const std::string& origin,
+                   std::vector<SuiteCase>* cases);
+// The embedded suite, or the file at `path` when it is not empty.
+Status load_suite(const std::string& path, std::vector<SuiteCase>* cases);
+
+// The cases named (a name matches a case or a whole family); all of them when `names` is
+// empty. An unknown name is an error that lists the known ones.
+Status select_cases(const std::vector<SuiteCase>& suite, const std::vector<std::string>& names,
+                    std::vector<SuiteCase>* selected);
+
+// Multiplies every prefix length by `scale` (rounded, and a non-empty prefix stays >= 1 so
+// that a scaled case never loses its prefix altogether).
+SuiteCase scale_prefix(const SuiteCase& c, double scale);
+
+// The generator's spec for this case.
+testing::CaseSpec to_spec(const SuiteCase& c);
+
+// BENCH.md's roofline counts from the case's lengths alone (same formula as
+// testing::verify_bytes / verify_flops, which need a built case).
+double case_bytes(const SuiteCase& c);
+double case_flops(const SuiteCase& c);
+
+// Host metadata of the case without q and KV: what plan() reads. The page table is the
+// identity over an exactly-sized pool (plan() depends on lengths and counts, not on which
+// pages), so `treeverify doctor` can plan V1 .. D2 without allocating gigabytes.
+struct CaseMetadata {
+  int64_t num_pages = 0;
+  std::vector<int32_t> qo_indptr, kv_len, kv_page_indptr, kv_page_indices, parents;
+  VerifyProblem problem(const SuiteCase& c) const;  // points into these vectors
+};
+CaseMetadata make_metadata(const SuiteCase& c);
+
+std::string format_lengths(const std::vector<int64_t>& v);  // "185000" or "[1, 100000, ...]"
+std::string format_lengths(const std::vector<int32_t>& v);
+
+}  // namespace treeverify::cli

@@ -1,0 +1,250 @@
+// The device runner and the GPU ceilings: CUDA backends timed with cudaEvents, cold L2.
+#include "roofline.h"
+#include "timing.h"
+
+#ifdef TREEVERIFY_WITH_CUDA
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace treeverify::cli {
+namespace {
+
+#define TV_CUDA_TRY(expr)                                                         \
+  do {                                                                            \
+    cudaError_t _e = (expr);                                                      \
+    if (_e != cudaSuccess)                                                        \
+      return Status(StatusCode::kCudaError,                                       \
+                    fmt::format("{} failed: {}", #expr, cudaGetErrorString(_e))); \
+  } while (0)
+
+// Writing this many bytes between calls evicts the previous call's data from L2 (H200:
+// 60 MB, B200: 126 MB); a write flushes where a read might only hit.
+size_t flush_bytes(int device) {
+  int l2 = 0;
+  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
+  return std::max<size_t>(size_t{256} << 20, 4 * static_cast<size_t>(l2));
+}
+
+// Owns the device buffers of one case.
+class DeviceRunner final : public Runner {
+ public:
+  DeviceRunner(const Plan& plan, const testing::HostCase& c) : plan_(plan), case_(c) {}
+  ~DeviceRunner() override {
+    for (void* p : buffers_) cudaFree(p);
+    if (start_) cudaEventDestroy(start_);
+    if (stop_) cudaEventDestroy(stop_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  Status init() {
+    device_ = plan_.device;
+    if (device_ < 0) TV_CUDA_TRY(cudaGetDevice(&device_));
+    TV_CUDA_TRY(cudaSetDevice(device_));
+    TV_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    TV_CUDA_TRY(cudaEventCreate(&start_));
+    TV_CUDA_TRY(cudaEventCreate(&stop_));
+    TV_RETURN_IF_ERROR(upload(case_.q, &q_));
+    TV_RETURN_IF_ERROR(upload(case_.kv, &kv_));
+    TV_RETURN_IF_ERROR(upload(case_.qo_indptr, &qo_indptr_));
+    TV_RETURN_IF_ERROR(upload(case_.kv_len, &kv_len_));
+    TV_RETURN_IF_ERROR(upload(case_.kv_page_indptr, &page_indptr_));
+    TV_RETURN_IF_ERROR(upload(case_.kv_page_indices, &page_indices_));
+    TV_RETURN_IF_ERROR(upload(case_.parents, &parents_));
+    TV_RETURN_IF_ERROR(alloc(case_.out_elems() * sizeof(uint16_t), &out_));
+    TV_RETURN_IF_ERROR(alloc(case_.lse_elems() * sizeof(float), &lse_));
+    TV_RETURN_IF_ERROR(alloc(plan_.workspace_bytes, &workspace_));
+    flush_size_ = flush_bytes(device_);
+    TV_RETURN_IF_ERROR(alloc(flush_size_, &flush_));
+    return Status::Ok();
+  }
+
+  Status run_once(std::vector<uint16_t>* out, std::vector<float>* lse) override {
+    // 0xff bytes: NaN in bf16, fp16 and fp32, so anything the kernel fails to write shows.
+    TV_CUDA_TRY(cudaMemsetAsync(out_, 0xff, case_.out_elems() * sizeof(uint16_t), stream_));
+    TV_CUDA_TRY(cudaMemsetAsync(lse_, 0xff, case_.lse_elems() * sizeof(float), stream_));
+    TV_RETURN_IF_ERROR(call());
+    out->resize(case_.out_elems());
+    lse->resize(case_.lse_elems());
+    TV_CUDA_TRY(cudaMemcpyAsync(out->data(), out_, out->size() * sizeof(uint16_t),
+                                cudaMemcpyDeviceToHost, stream_));
+    TV_CUDA_TRY(cudaMemcpyAsync(lse->data(), lse_, lse->size() * sizeof(float),
+                                cudaMemcpyDeviceToHost, stream_));
+    TV_CUDA_TRY(cudaStreamSynchronize(stream_));
+    return Status::Ok();
+  }
+
+  Status time(int warmup, int iters, std::vector<double>* samples_ms) override {
+    for (int i = 0; i < warmup; ++i) TV_RETURN_IF_ERROR(call());
+    samples_ms->clear();
+    for (int i = 0; i < iters; ++i) {
+      TV_CUDA_TRY(cudaMemsetAsync(flush_, i & 0xff, flush_size_, stream_));
+      TV_CUDA_TRY(cudaEventRecord(start_, stream_));
+      TV_RETURN_IF_ERROR(call());
+      TV_CUDA_TRY(cudaEventRecord(stop_, stream_));
+      TV_CUDA_TRY(cudaEventSynchronize(stop_));
+      float ms = 0;
+      TV_CUDA_TRY(cudaEventElapsedTime(&ms, start_, stop_));
+      samples_ms->push_back(ms);
+    }
+    return Status::Ok();
+  }
+
+  std::string method() const override {
+    return fmt::format("cudaEvent around run(), L2 flushed by a {} MiB write between calls",
+                       flush_size_ >> 20);
+  }
+
+ private:
+  Status alloc(size_t bytes, void** p) {
+    if (bytes == 0) return Status::Ok();
+    TV_CUDA_TRY(cudaMalloc(p, bytes));
+    buffers_.push_back(*p);
+    return Status::Ok();
+  }
+  template <typename T>
+  Status upload(const std::vector<T>& host, void** p) {
+    TV_RETURN_IF_ERROR(alloc(host.size() * sizeof(T), p));
+    if (!host.empty()) {
+      TV_CUDA_TRY(cudaMemcpy(*p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    }
+    return Status::Ok();
+  }
+  Status call() {
+    VerifyTensors t = case_.tensors(out_, static_cast<float*>(lse_));
+    t.q = q_;
+    t.kv_cache = kv_;
+    t.qo_indptr = static_cast<const int32_t*>(qo_indptr_);
+    t.kv_len = static_cast<const int32_t*>(kv_len_);
+    t.kv_page_indptr = static_cast<const int32_t*>(page_indptr_);
+    t.kv_page_indices = static_cast<const int32_t*>(page_indices_);
+    t.parents = static_cast<const int32_t*>(parents_);
+    TV_RETURN_IF_ERROR(run(plan_, t, workspace_, plan_.workspace_bytes, stream_));
+    TV_CUDA_TRY(cudaGetLastError());
+    return Status::Ok();
+  }
+
+  Plan plan_;
+  const testing::HostCase& case_;
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  std::vector<void*> buffers_;
+  void *q_ = nullptr, *kv_ = nullptr, *qo_indptr_ = nullptr, *kv_len_ = nullptr;
+  void *page_indptr_ = nullptr, *page_indices_ = nullptr, *parents_ = nullptr;
+  void *out_ = nullptr, *lse_ = nullptr, *workspace_ = nullptr, *flush_ = nullptr;
+  size_t flush_size_ = 0;
+};
+
+// Frees on every exit path of measure_cuda_ceilings.
+struct DeviceBuffers {
+  std::vector<void*> p;
+  ~DeviceBuffers() {
+    for (void* x : p) cudaFree(x);
+  }
+};
+
+}  // namespace
+
+Status make_cuda_runner(const Plan& plan, const testing::HostCase& c,
+                        std::unique_ptr<Runner>* runner) {
+  auto r = std::make_unique<DeviceRunner>(plan, c);
+  TV_RETURN_IF_ERROR(r->init());
+  *runner = std::move(r);
+  return Status::Ok();
+}
+
+Status measure_cuda_ceilings(int device, Ceilings* ceilings) {
+  if (device < 0) TV_CUDA_TRY(cudaGetDevice(&device));
+  TV_CUDA_TRY(cudaSetDevice(device));
+  constexpr int kReps = 10;  // best of: a ceiling is the most the device gave
+  constexpr size_t kCopyBytes = size_t{1} << 30;
+  constexpr int kGemmN = 8192;  // BENCH.md's bf16 GEMM 8192^3
+  DeviceBuffers buf;
+  void *src = nullptr, *dst = nullptr, *a = nullptr, *b = nullptr, *c = nullptr;
+  TV_CUDA_TRY(cudaMalloc(&src, kCopyBytes));
+  buf.p.push_back(src);
+  TV_CUDA_TRY(cudaMalloc(&dst, kCopyBytes));
+  buf.p.push_back(dst);
+  TV_CUDA_TRY(cudaMemset(src, 0x3c, kCopyBytes));  // never zeros (BENCH.md)
+  cudaEvent_t e0, e1;
+  TV_CUDA_TRY(cudaEventCreate(&e0));
+  TV_CUDA_TRY(cudaEventCreate(&e1));
+  auto best_ms = [&](auto&& body) -> float {
+    float best = 1e30f;
+    for (int r = 0; r < kReps + 1; ++r) {  // the first is a warm-up
+      cudaEventRecord(e0);
+      body();
+      cudaEventRecord(e1);
+      cudaEventSynchronize(e1);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, e0, e1);
+      if (r > 0) best = std::min(best, ms);
+    }
+    return best;
+  };
+  const float copy_ms =
+      best_ms([&] { cudaMemcpyAsync(dst, src, kCopyBytes, cudaMemcpyDeviceToDevice); });
+  TV_CUDA_TRY(cudaGetLastError());
+  ceilings->bandwidth = 2.0 * kCopyBytes / (copy_ms * 1e-3);
+  ceilings->bandwidth_how = fmt::format(
+      "cudaMemcpy device-to-device {} MiB, best of {}, read + write", kCopyBytes >> 20, kReps);
+
+  const size_t mat = size_t{kGemmN} * kGemmN * 2;
+  for (void** p : {&a, &b, &c}) {
+    TV_CUDA_TRY(cudaMalloc(p, mat));
+    buf.p.push_back(*p);
+    TV_CUDA_TRY(cudaMemset(*p, 0x3c, mat));
+  }
+  cublasHandle_t handle;
+  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+    return Status(StatusCode::kCudaError, "cublasCreate failed");
+  }
+  const float alpha = 1.f, beta = 0.f;
+  cublasStatus_t gemm_status = CUBLAS_STATUS_SUCCESS;
+  const float gemm_ms = best_ms([&] {
+    cublasStatus_t s =
+        cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, kGemmN, kGemmN, kGemmN, &alpha, a,
+                     CUDA_R_16BF, kGemmN, b, CUDA_R_16BF, kGemmN, &beta, c, CUDA_R_16BF, kGemmN,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS) gemm_status = s;
+  });
+  cublasDestroy(handle);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  if (gemm_status != CUBLAS_STATUS_SUCCESS) {
+    return Status(StatusCode::kCudaError, fmt::format("cublasGemmEx bf16 failed with status {}",
+                                                      static_cast<int>(gemm_status)));
+  }
+  TV_CUDA_TRY(cudaGetLastError());
+  ceilings->mma_flops = 2.0 * kGemmN * static_cast<double>(kGemmN) * kGemmN / (gemm_ms * 1e-3);
+  ceilings->mma_how =
+      fmt::format("cublasGemmEx bf16 {}^3, fp32 accumulate, best of {}", kGemmN, kReps);
+  return Status::Ok();
+}
+
+}  // namespace treeverify::cli
+
+#else  // no CUDA in this build: say so instead of pretending
+
+namespace treeverify::cli {
+
+Status make_cuda_runner(const Plan&, const testing::HostCase&, std::unique_ptr<Runner>*) {
+  return Status(StatusCode::kUnsupported,
+                "this treeverify was built without CUDA (TREEVERIFY_CUDA=OFF or no nvcc): cannot "
+                "run a CUDA backend");
+}
+
+Status measure_cuda_ceilings(int, Ceilings*) {
+  return Status(StatusCode::kUnsupported,
+                "this treeverify was built without CUDA: no GPU ceilings to measure");
+}
+
+}  // namespace treeverify::cli
+
+#endif
