@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "core/check.h"
+
 #ifdef TREEVERIFY_WITH_CUDA
 #include <cuda_runtime.h>
 #endif
