@@ -9,8 +9,7 @@ namespace treeverify::cli {
 void add_doctor_command(CLI::App* app, int* exit_code);
 void add_bench_command(CLI::App* app, int* exit_code);
 void add_check_command(CLI::App* app, int* exit_code);
-// `treeverify demo` (issue 4) adds itself here the same way: tools/demo.cpp with
-// add_demo_command, registered in main.cpp.
+void add_demo_command(CLI::App* app, int* exit_code);
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFail = 1;   // a check did not pass

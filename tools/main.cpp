@@ -1,5 +1,5 @@
 // treeverify: doctor (what runs here and why), bench (the suite, against the roofline),
-// check (one case against the float64 oracle).
+// check (one case against the float64 oracle), demo (lossless speculative decoding).
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   treeverify::cli::add_doctor_command(&app, &exit_code);
   treeverify::cli::add_bench_command(&app, &exit_code);
   treeverify::cli::add_check_command(&app, &exit_code);
+  treeverify::cli::add_demo_command(&app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

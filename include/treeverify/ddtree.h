@@ -156,6 +156,30 @@ struct PagedKvCommit {
 Status commit_kv_paged(const PagedKvCommit& args, const AcceptedPaths& accepted,
                        std::vector<int32_t>* new_kv_len);
 
+// The same commit on a device KV pool (page_size >= 1). The metadata comes twice: host copies
+// in `host`, validated exactly as commit_kv_paged validates them (its kv_cache span is not
+// read and may be empty; the pool size is device.num_pages), and device copies holding the
+// same values, which the kernel reads. Rows of one request may overlap (a source that is a
+// later destination); the kernel orders reads before writes so the result equals the host
+// commit. Launches on `stream` (a cudaStream_t, null for the legacy default stream),
+// allocates nothing and can be captured in a CUDA graph; new_kv_len is computed on the host.
+// A failed call launches nothing.
+struct PagedKvCommitDevice {
+  void* kv_cache = nullptr;                  // device [num_pages, page_size, 576] 16-bit,
+                                             //   16-byte aligned
+  int64_t num_pages = 0;                     // pages in the pool
+  const int32_t* kv_page_indptr = nullptr;   // device [B+1], = host.kv_page_indptr
+  const int32_t* kv_page_indices = nullptr;  // device [nnz], = host.kv_page_indices
+  const int32_t* kv_len = nullptr;           // device [B], = host.kv_len (before the commit)
+  const int32_t* qo_indptr = nullptr;        // device [B+1], = host.qo_indptr
+  const int32_t* accepted_indptr = nullptr;  // device [B+1], = accepted.indptr
+  const int32_t* accepted_nodes = nullptr;   // device [indptr[B]], = accepted.nodes; may be
+                                             //   null when no request has a path
+};
+Status commit_kv_paged_cuda(const PagedKvCommit& host, const AcceptedPaths& accepted,
+                            const PagedKvCommitDevice& device, std::vector<int32_t>* new_kv_len,
+                            void* stream = nullptr);
+
 // page_size = 1 (SGLang's token-granular pool): each request's token -> slot list is
 // rewritten instead, so no KV data moves. slot_indptr/slots hold request b's kv_len[b] slots
 // (prefix then tree nodes in node order); the result keeps the prefix slots, then the slots

@@ -31,4 +31,9 @@ Status cuda_merge_state(const MergeStateArgs&, void*) {
   return Status(StatusCode::kUnsupported, std::string("merge_state_cuda: ") + kNoCuda);
 }
 
+Status cuda_commit_kv_paged(const PagedKvCommit&, const AcceptedPaths&,
+                            const PagedKvCommitDevice&, void*) {
+  return Status(StatusCode::kUnsupported, std::string("commit_kv_paged_cuda: ") + kNoCuda);
+}
+
 }  // namespace treeverify::detail

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/validate.h"
+#include "treeverify/ddtree.h"
 #include "treeverify/merge.h"
 #include "treeverify/system.h"
 #include "treeverify/verify.h"
@@ -27,5 +28,9 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
 Status cuda_run(const Plan& plan, const VerifyTensors& tensors, void* workspace,
                 size_t workspace_bytes, void* stream);
 Status cuda_merge_state(const MergeStateArgs& args, void* stream);
+// The device side of commit_kv_paged_cuda, after the host metadata passed validation: checks
+// the device pointers and launches the row moves.
+Status cuda_commit_kv_paged(const PagedKvCommit& host, const AcceptedPaths& accepted,
+                            const PagedKvCommitDevice& device, void* stream);
 
 }  // namespace treeverify::detail

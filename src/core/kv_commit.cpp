@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/cuda_backend.h"
 #include "treeverify/ddtree.h"
 #include "treeverify/tree.h"
 #include "treeverify/types.h"
@@ -56,24 +57,18 @@ Status validate_request_lengths(std::span<const int32_t> qo_indptr,
   return Status::Ok();
 }
 
-}  // namespace
-
-Status commit_kv_paged(const PagedKvCommit& args, const AcceptedPaths& accepted,
-                       std::vector<int32_t>* new_kv_len) {
+// Every check of a paged commit, against a pool of num_pages pages; shared by the host and
+// the device commit so both accept exactly the same inputs.
+Status validate_paged_commit(const PagedKvCommit& args, const AcceptedPaths& accepted,
+                             int64_t num_pages) {
   TV_RETURN_IF_ERROR(validate_paths(args.qo_indptr, args.parents, accepted));
   TV_RETURN_IF_ERROR(validate_request_lengths(args.qo_indptr, args.kv_len));
   const int32_t page_size = args.page_size;
   TV_REQUIRE(page_size >= 1 && page_size <= kMaxPageSize && (page_size & (page_size - 1)) == 0,
              "page_size", "page_size = {}", page_size);
-  const size_t page_elems = static_cast<size_t>(page_size) * kQKDim;
-  TV_REQUIRE(args.kv_cache.size() % page_elems == 0, "kv_cache",
-             "has {} elements, not a multiple of page_size * 576 = {}", args.kv_cache.size(),
-             page_elems);
-  const int64_t num_pages = static_cast<int64_t>(args.kv_cache.size() / page_elems);
   const size_t batch = args.qo_indptr.size() - 1;
   TV_REQUIRE(args.kv_page_indptr.size() == batch + 1, "kv_page_indptr",
              "has {} entries for {} requests", args.kv_page_indptr.size(), batch);
-  std::vector<int32_t> result(args.kv_len.begin(), args.kv_len.end());
   for (size_t b = 0; b < batch; ++b) {
     const int32_t page_begin = args.kv_page_indptr[b], page_end = args.kv_page_indptr[b + 1];
     TV_REQUIRE(page_begin >= 0 && page_begin <= page_end &&
@@ -90,6 +85,35 @@ Status commit_kv_paged(const PagedKvCommit& args, const AcceptedPaths& accepted,
                  args.kv_page_indices[p], num_pages);
     }
   }
+  return Status::Ok();
+}
+
+// new_kv_len from the paths (kv_len unchanged for T_b = 0).
+std::vector<int32_t> committed_lengths(const PagedKvCommit& args, const AcceptedPaths& accepted) {
+  std::vector<int32_t> result(args.kv_len.begin(), args.kv_len.end());
+  for (size_t b = 0; b + 1 < args.qo_indptr.size(); ++b) {
+    const int32_t tree_size = args.qo_indptr[b + 1] - args.qo_indptr[b];
+    if (tree_size > 0)
+      result[b] = args.kv_len[b] - tree_size + accepted.indptr[b + 1] - accepted.indptr[b];
+  }
+  return result;
+}
+
+}  // namespace
+
+Status commit_kv_paged(const PagedKvCommit& args, const AcceptedPaths& accepted,
+                       std::vector<int32_t>* new_kv_len) {
+  // The pool size comes from the cache span, which needs a valid page size to divide by.
+  const int32_t page_size = args.page_size;
+  TV_REQUIRE(page_size >= 1 && page_size <= kMaxPageSize && (page_size & (page_size - 1)) == 0,
+             "page_size", "page_size = {}", page_size);
+  const size_t page_elems = static_cast<size_t>(page_size) * kQKDim;
+  TV_REQUIRE(args.kv_cache.size() % page_elems == 0, "kv_cache",
+             "has {} elements, not a multiple of page_size * 576 = {}", args.kv_cache.size(),
+             page_elems);
+  const int64_t num_pages = static_cast<int64_t>(args.kv_cache.size() / page_elems);
+  TV_RETURN_IF_ERROR(validate_paged_commit(args, accepted, num_pages));
+  const size_t batch = args.qo_indptr.size() - 1;
 
   // Everything is valid: move rows. Why increasing k is safe in place: the path is strictly
   // increasing with path[0] = 0, so path[k] >= k and every move goes down (dst_k = L + k <=
@@ -111,9 +135,18 @@ Status commit_kv_paged(const PagedKvCommit& args, const AcceptedPaths& accepted,
       const int32_t src = prefix_len + accepted.nodes[start + k], dst = prefix_len + k;
       if (src != dst) std::memcpy(row(dst), row(src), kQKDim * sizeof(uint16_t));
     }
-    if (tree_size > 0) result[b] = prefix_len + path_len;
   }
-  *new_kv_len = std::move(result);
+  *new_kv_len = committed_lengths(args, accepted);
+  return Status::Ok();
+}
+
+Status commit_kv_paged_cuda(const PagedKvCommit& host, const AcceptedPaths& accepted,
+                            const PagedKvCommitDevice& device, std::vector<int32_t>* new_kv_len,
+                            void* stream) {
+  TV_REQUIRE(device.num_pages >= 0, "device.num_pages", "num_pages = {}", device.num_pages);
+  TV_RETURN_IF_ERROR(validate_paged_commit(host, accepted, device.num_pages));
+  TV_RETURN_IF_ERROR(detail::cuda_commit_kv_paged(host, accepted, device, stream));
+  *new_kv_len = committed_lengths(host, accepted);
   return Status::Ok();
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kv_commit_cases.h"
 #include "random_trees.h"
 #include "treeverify/ddtree.h"
 #include "treeverify/types.h"
@@ -15,104 +16,11 @@
 namespace treeverify {
 namespace {
 
-// A batch of requests in a shuffled page pool; every row of the pool has distinct contents.
-struct PagedBatch {
-  int32_t page_size = 0;
-  std::vector<int32_t> qo_indptr = {0}, parents, kv_len, page_indptr = {0}, page_indices;
-  std::vector<uint16_t> cache;
-  AcceptedPaths accepted{.indptr = {0}, .nodes = {}, .bonus_tokens = {}};
-
-  PagedKvCommit args() {
-    return {.page_size = page_size,
-            .kv_cache = cache,
-            .kv_page_indptr = page_indptr,
-            .kv_page_indices = page_indices,
-            .kv_len = kv_len,
-            .qo_indptr = qo_indptr,
-            .parents = parents};
-  }
-  size_t row_offset(size_t b, int32_t pos) const {
-    const int32_t page = page_indices[page_indptr[b] + pos / page_size];
-    return (static_cast<size_t>(page) * page_size + pos % page_size) * kQKDim;
-  }
-};
-
-// A random root-down path: keep following a random child, stopping early with probability
-// 1/4 at each node; `full` follows the last child (the deepest in a chain) to a leaf.
-std::vector<int32_t> random_path(const std::vector<int32_t>& parents, bool full,
-                                 std::mt19937_64& rng) {
-  std::vector<int32_t> path = {0};
-  for (;;) {
-    std::vector<int32_t> kids;
-    for (int32_t i = path.back() + 1; i < static_cast<int32_t>(parents.size()); ++i) {
-      if (parents[i] == path.back()) kids.push_back(i);
-    }
-    if (kids.empty() || (!full && rng() % 4 == 0)) return path;
-    path.push_back(full ? kids.back() : kids[rng() % kids.size()]);
-  }
-}
-
-PagedBatch make_batch(int32_t page_size, const std::vector<int32_t>& tree_sizes, test::Shape shape,
-                      bool full_paths, std::mt19937_64& rng) {
-  PagedBatch pb{.page_size = page_size};
-  std::vector<int32_t> pages_per_request;
-  for (int32_t n : tree_sizes) {
-    const auto tree = test::random_tree(shape, n, rng);
-    pb.parents.insert(pb.parents.end(), tree.begin(), tree.end());
-    pb.qo_indptr.push_back(static_cast<int32_t>(pb.parents.size()));
-    pb.kv_len.push_back(n + static_cast<int32_t>(rng() % 300));
-    const int32_t pages = (pb.kv_len.back() + page_size - 1) / page_size + (rng() % 2);
-    pages_per_request.push_back(pages);
-    pb.page_indptr.push_back(pb.page_indptr.back() + pages);
-    if (n > 0) {
-      const auto path = random_path(tree, full_paths, rng);
-      pb.accepted.nodes.insert(pb.accepted.nodes.end(), path.begin(), path.end());
-    }
-    pb.accepted.indptr.push_back(static_cast<int32_t>(pb.accepted.nodes.size()));
-  }
-  const int32_t used = pb.page_indptr.back(), pool = used + 3;  // a few pages nobody owns
-  std::vector<int32_t> perm(pool);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), rng);
-  pb.page_indices.assign(perm.begin(), perm.begin() + used);
-  pb.cache.resize(static_cast<size_t>(pool) * page_size * kQKDim);
-  for (size_t e = 0; e < pb.cache.size(); ++e) {
-    // Element e of row r: distinct across rows through its first two elements (r's bits).
-    const size_t r = e / kQKDim, col = e % kQKDim;
-    pb.cache[e] = static_cast<uint16_t>(col == 0 ? r & 0xffff : col == 1 ? r >> 16 : r * 31 + col);
-  }
-  return pb;
-}
-
-// The commit computed out of place: read every source from the original, then write.
-std::vector<uint16_t> reference_commit(const PagedBatch& pb) {
-  std::vector<uint16_t> out = pb.cache;
-  for (size_t b = 0; b + 1 < pb.qo_indptr.size(); ++b) {
-    const int32_t prefix_len = pb.kv_len[b] - (pb.qo_indptr[b + 1] - pb.qo_indptr[b]);
-    for (int32_t k = pb.accepted.indptr[b]; k < pb.accepted.indptr[b + 1]; ++k) {
-      const int32_t step = k - pb.accepted.indptr[b];
-      const size_t src = pb.row_offset(b, prefix_len + pb.accepted.nodes[k]);
-      const size_t dst = pb.row_offset(b, prefix_len + step);
-      std::copy_n(pb.cache.begin() + src, kQKDim, out.begin() + dst);
-    }
-  }
-  return out;
-}
-
-// Moves whose source row is the destination of a later move of the same request (step k reads
-// position path[k] > k, which step path[k] overwrites): the overlap that makes the order
-// matter. Counted to be sure the tests cover it.
-int64_t overlapping_moves(const PagedBatch& pb) {
-  int64_t n = 0;
-  for (size_t b = 0; b + 1 < pb.qo_indptr.size(); ++b) {
-    const int32_t start = pb.accepted.indptr[b], len = pb.accepted.indptr[b + 1] - start;
-    for (int32_t k = 0; k < len; ++k) {
-      const int32_t src = pb.accepted.nodes[start + k];
-      if (src != k && src < len) ++n;
-    }
-  }
-  return n;
-}
+using test::make_batch;
+using test::overlapping_moves;
+using test::PagedBatch;
+using test::random_path;
+using test::reference_commit;
 
 TEST(KvCommitPaged, MatchesOutOfPlaceReference) {
   std::mt19937_64 rng(51);
