@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# On the device machine: where the warps of the verify kernel wait (ncu stall reasons per
+# issued instruction) for one custom bench case. Args: treeverify bench case flags.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH=$PWD/.devpkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+m=smsp__average_warps_issue_stalled
+metrics=""
+for r in barrier long_scoreboard short_scoreboard mio_throttle math_pipe_throttle wait \
+         not_selected selected lg_throttle dispatch_stall no_instruction branch_resolving misc; do
+  metrics+="${m}_${r}_per_issue_active.ratio,"
+done
+metrics+="sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,"
+metrics+="l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,smsp__inst_executed.sum,"
+metrics+="sm__inst_executed_pipe_tensor_op_hmma.sum,lts__t_sectors_srcunit_tex_op_read.sum"
+ncu --clock-control none --kernel-name regex:verify_mma --launch-skip 2 --launch-count 1 \
+  --metrics "$metrics" .devpkg/bin/treeverify bench --backend cuda-mma --iters 1 --warmup 2 "$@" 2>&1 |
+  grep -E "stalled|hmma|bank|inst_exec|lts__|verify_mma_kernel<"
