@@ -197,6 +197,9 @@ __device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const floa
   for (int mt = 0; mt < V::kMTiles; ++mt) {
     const float a_lo = s_alpha[mt * 16 + lane / 4];
     const float a_hi = s_alpha[mt * 16 + lane / 4 + 8];
+    // alpha = exp2(m_old - m_new) is exactly 1 when no row max moved, as in most tiles once
+    // the running max settles: skip the 64 multiplies then (warp-uniform branch).
+    if (!__any_sync(0xffffffffu, a_lo != 1.f || a_hi != 1.f)) continue;
 #pragma unroll
     for (int nt = 0; nt < kVColsPerWarp / 8; ++nt) {
       o[mt][nt][0] *= a_lo, o[mt][nt][1] *= a_lo;
