@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# README's test command: installs what is missing, builds, runs every test. GPU tests skip
+# README's test command: installs what is missing, builds, runs every test (C++ and Python). GPU tests skip
 # themselves (and say so) on a machine without a GPU; with nvcc present the CUDA kernels of
 # every release architecture are compiled and their resources checked.
 set -euo pipefail
@@ -9,3 +9,4 @@ scripts/build.sh "$@"
 build_dir=${BUILD_DIR:-build}
 scripts/check_kernel_resources.sh "$build_dir"  # skips itself without nvcc
 ctest --test-dir "$build_dir" --output-on-failure -j "${JOBS:-$(nproc)}"
+scripts/python_test.sh  # the Python package: build, pytest (CPU; GPU where one is visible)
