@@ -139,7 +139,7 @@ void print_row(const nlohmann::json& r) {
   if (r.contains("check")) {
     l_checked = format_lengths(r["check"]["prefix_checked"].get<std::vector<int64_t>>());
   }
-  fmt::print("{:<7} {:>4} {:>6} {:>8} {:>8}  {:<14} {:<20} {:<5}", r["case"].get<std::string>(),
+  fmt::print("{:<7} {:>4} {:>6} {:>8} {:>8}  {:<14} {:<34} {:<5}", r["case"].get<std::string>(),
              r["heads"].get<int>(), format_lengths(r["tree"].get<std::vector<int32_t>>()), l_run,
              l_checked, r.value("backend", "-"), r.value("kernel", "-"),
              !r.contains("check")             ? "-"
@@ -215,7 +215,7 @@ int run_bench(const BenchFlags& flags) {
                  c["bandwidth_how"].get<std::string>(), c["mma_tflops"].get<double>(),
                  c["mma_how"].get<std::string>());
     }
-    fmt::print("\n{:<7} {:>4} {:>6} {:>8} {:>8}  {:<14} {:<20} {:<5} {:>10} {:>8} {:>8} {:>6}\n",
+    fmt::print("\n{:<7} {:>4} {:>6} {:>8} {:>8}  {:<14} {:<34} {:<5} {:>10} {:>8} {:>8} {:>6}\n",
                "case", "H", "T", "L run", "L check", "backend", "kernel", "check", "ms", "GB/s",
                "TFLOP/s", "roof");
     std::fflush(stdout);

@@ -15,7 +15,7 @@ BuildInfo build_info() {
   info.cuda_compiled = detail::cuda_compiled();
   info.cuda_compiler_version = detail::cuda_compiler_version();
   info.cuda_archs = detail::cuda_compiled_archs();
-  info.blas = std::string("OpenBLAS ") + openblas_get_config();
+  info.blas = openblas_get_config();  // "OpenBLAS 0.3.21 ..."
   return info;
 }
 

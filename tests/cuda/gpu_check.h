@@ -17,7 +17,7 @@ namespace treeverify::testing {
 #define TV_SKIP_WITHOUT_GPU()                                     \
   do {                                                            \
     std::string why;                                              \
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "no GPU: " << why; \
+    if (!::treeverify::testing::cuda_device_available(&why)) GTEST_SKIP() << "no GPU: " << why; \
   } while (0)
 
 // A fresh seed per call, printed on failure so the case can be replayed.

@@ -14,7 +14,6 @@
 namespace treeverify {
 namespace {
 
-using testing::cuda_device_available;  // TV_SKIP_WITHOUT_GPU names it unqualified
 
 // Device copies of a PagedBatch's pool and metadata.
 struct DeviceBatch {
