@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Runs on the device machine (H200) over a .devpkg/ made by scripts/device_package.sh:
-# GPU tests, compute-sanitizer, `treeverify bench` and the PyTorch naive reference. Logs go
-# to $OUT (or ./device-out); a short table is printed last.
-# Usage: scripts/device_run.sh [tests|sanitize|bench|all]...   (default: all)
+# Runs on the device machine (H200) over a .devpkg/ made by scripts/device_package.sh.
+# Steps (default: all): tests | sanitize | python | bench | torch
+#   tests     the GPU GoogleTest suite (cuda-mma and the GPU commit against the CPU oracle)
+#   sanitize  compute-sanitizer memcheck and racecheck over a subset of the GPU suite
+#   python    scripts/python_test.sh (builds the package for this GPU, runs pytest with torch)
+#   bench     `treeverify bench` of the suite twice (the spread is the noise), the sm_120 tile
+#             configuration forced on V1/V3/D1, and V1 at page size 64 (page-size parity)
+#   torch     bench/torch_reference.py, the PyTorch naive reference, same cases
+# Logs go to $OUT (or ./device-out); each step prints its summary last.
+# Usage (device tool): scripts/device_run.sh tests sanitize   with carry [".devpkg"]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-device-out}
@@ -10,25 +16,35 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/.devpkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 bin=.devpkg/bin
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(all)
-want() { for s in "${steps[@]}"; do [ "$s" = all ] || [ "$s" = "$1" ] && return 0; done; return 1; }
+[ ${#steps[@]} -gt 0 ] || steps=(tests sanitize python bench torch)
+want() { for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$out/gpu.txt"
-git rev-parse --short=12 HEAD 2>/dev/null | tee "$out/commit.txt"
-$bin/treeverify doctor | tee "$out/doctor.txt"
-
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
+$bin/treeverify doctor >"$out/doctor.txt" 2>&1
 if want tests; then
-  $bin/treeverify_gpu_tests --gtest_brief=1 2>&1 | tee "$out/gpu_tests.log" | tail -40
+  timeout 300 $bin/treeverify_gpu_tests --gtest_brief=1 >"$out/gpu_tests.log" 2>&1
+  echo "gpu tests: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/gpu_tests.log" | tr '\n' ' ')"
 fi
 if want sanitize; then
   for tool in memcheck racecheck; do
-    compute-sanitizer --tool $tool --error-exitcode 9 $bin/treeverify_gpu_tests \
-      --gtest_brief=1 --gtest_filter='GpuVerify.PageSizes:GpuVerify.RaggedBatch' \
-      >"$out/sanitize_$tool.log" 2>&1
-    echo "compute-sanitizer $tool: rc=$? ($(grep -c 'ERROR' "$out/sanitize_$tool.log") error lines)"
+    timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $bin/treeverify_gpu_tests \
+      --gtest_brief=1 --gtest_filter='GpuVerify.Heads:KvCommitGpu*' >"$out/sanitize_$tool.log" 2>&1
+    echo "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$out/sanitize_$tool.log" | tr '\n' ' ')"
   done
 fi
+if want python; then
+  timeout 300 scripts/python_test.sh >"$out/python.log" 2>&1
+  echo "python tests: rc=$? $(grep -E 'passed|failed' "$out/python.log" | tail -2 | tr '\n' ' ')"
+fi
 if want bench; then
-  $bin/treeverify bench --backend cuda-mma 2>&1 | tee "$out/bench.txt" | tail -30
-  PYTHONUNBUFFERED=1 python3 bench/torch_reference.py --json "$out/torch.json" 2>&1 | tee "$out/torch.txt"
+  for run in 1 2; do
+    timeout 150 $bin/treeverify bench --backend cuda-mma >"$out/bench$run.txt" 2>&1
+  done
+  timeout 100 $bin/treeverify bench --backend cuda-mma --config-arch 120 V1 V3 D1 >"$out/bench_cfg120.txt" 2>&1
+  timeout 60 $bin/treeverify bench --backend cuda-mma --heads 8 --tree 16 --prefix 185000 --page 64 >"$out/bench_v1_page64.txt" 2>&1
+  grep -h -E "^gpu|^(V|D|R|custom)" "$out"/bench1.txt "$out"/bench2.txt "$out"/bench_cfg120.txt "$out"/bench_v1_page64.txt
+fi
+if want torch; then
+  PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_reference.py --json "$out/torch.json" >"$out/torch.txt" 2>&1
+  cat "$out/torch.txt"
 fi

@@ -160,6 +160,7 @@ int run_bench(const BenchFlags& flags) {
   std::optional<double> scale;
   Status s = resolve_cases(flags.cases, &cases);
   if (s.ok()) s = plan_options(flags.cases.backend, &options);
+  options.force_config_arch = flags.cases.config_arch;
   if (s.ok()) s = parse_scale(flags.cases.scale_l, &scale);
   if (s.ok() && ((flags.iters && *flags.iters < 1) || (flags.warmup && *flags.warmup < 0))) {
     s = Status(StatusCode::kInvalidArgument, "--iters must be >= 1 and --warmup >= 0");

@@ -16,6 +16,7 @@ int run_check(const CaseFlags& flags) {
   std::optional<double> scale;
   Status s = resolve_cases(flags, &cases);
   if (s.ok()) s = plan_options(flags.backend, &options);
+  options.force_config_arch = flags.config_arch;
   if (s.ok()) s = parse_scale(flags.scale_l, &scale);
   if (!s.ok()) {
     fmt::print(stderr, "treeverify check: {}\n", s.to_string());

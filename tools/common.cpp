@@ -14,6 +14,8 @@
 namespace treeverify::cli {
 
 void add_case_flags(CLI::App* app, CaseFlags* f) {
+  app->add_option("--config-arch", f->config_arch,
+                  "CUDA: force the tile configuration of this SM version (e.g. 120 on an H200)");
   app->add_option("--suite", f->suite_file, "suite JSON file instead of the built-in one")
       ->check(CLI::ExistingFile);
   app->add_option("--backend", f->backend, "auto, cpu-reference, cpu-fast or cuda-mma")

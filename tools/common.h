@@ -28,6 +28,7 @@ struct CaseFlags {
   std::optional<uint64_t> seed;
   std::string backend = "auto";
   std::string scale_l = "auto";  // a factor for every prefix length, or "auto"
+  int config_arch = 0;           // CUDA: run another architecture's tile configuration
 };
 void add_case_flags(CLI::App* app, CaseFlags* flags);
 Status resolve_cases(const CaseFlags& flags, std::vector<SuiteCase>* cases);
