@@ -4,6 +4,7 @@
 #include <cblas.h>
 
 #include "build_config.h"
+#include "git_commit.h"
 #include "core/cuda_backend.h"
 
 namespace treeverify {
