@@ -54,16 +54,10 @@ __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
 
   const int n_tiles = (w.tok_end - w.tok_begin + kTileTokens - 1) / kTileTokens;
   auto stage_of = [&](int tile) { return s_kv + (tile % V::kStages) * kStageBytes; };
-  auto row_of = [&](int tile) {
-    return tile < n_tiles ? kv_row_of(p, w.page_base, w.tok_begin + tile * kTileTokens, w.tok_end)
-                          : int64_t{-1};
-  };
-  // load(tile) copies `tile` using the row fetched one call earlier and fetches the next one.
-  int64_t next_row = row_of(0);
   auto load = [&](int tile) {
-    if (tile < n_tiles) load_kv_tile(p, stage_of(tile), next_row);
+    if (tile < n_tiles)
+      load_kv_tile(p, stage_of(tile), w.page_base, w.tok_begin + tile * kTileTokens, w.tok_end);
     cp_async_commit();  // always, so the group count per tile stays uniform
-    next_row = row_of(tile + 1);
   };
 #pragma unroll
   for (int s = 0; s < V::kStages - 1; ++s) load(s);

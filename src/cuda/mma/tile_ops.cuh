@@ -26,30 +26,24 @@ struct CtaWork {
   bool final_out;  // the request has one chunk: write out/lse directly
 };
 
-inline constexpr int kThreadsPerToken = kThreads / kTileTokens;  // 8
-
-// The KV row this thread copies for the tile starting at token `first`, or -1 past `end`.
-// Loaded one tile ahead of its use (see kernel.cuh), so the page-table latency never stalls
-// the warp that issues the copy.
-__device__ __forceinline__ int64_t kv_row_of(const VerifyKernelParams& p, int page_base,
-                                             int first, int end) {
-  const int t = first + static_cast<int>(threadIdx.x) / kThreadsPerToken;
-  if (t >= end) return -1;
-  const int64_t page = __ldg(p.kv_page_indices + page_base + (t >> p.page_shift));
-  return (page << p.page_shift) + (t & ((1 << p.page_shift) - 1));
-}
-
-// Copies kTileTokens KV rows into one stage; this thread's row is `row` (from kv_row_of; -1
-// zero-fills it, so masked probabilities multiply finite values): 8 threads a token, 9 x 16
-// bytes each, 128 contiguous bytes per 8 lanes.
+// Copies kTileTokens KV rows from sequence token `first` (rows at or past `end` are zero
+// filled, so masked probabilities multiply finite values) into one stage: 8 threads a token,
+// 9 x 16 bytes each: one page-table lookup per thread, 128 contiguous bytes per 8 lanes.
 __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32_t stage,
-                                             int64_t row) {
-  constexpr int kChunks = kQKDim * 2 / 16;  // 72 pieces of 16 bytes a row
+                                             int page_base, int first, int end) {
+  constexpr int kChunks = kQKDim * 2 / 16;                  // 72 pieces of 16 bytes a row
+  constexpr int kThreadsPerToken = kThreads / kTileTokens;  // 8
   static_assert(kChunks % kThreadsPerToken == 0);
   const int tok = threadIdx.x / kThreadsPerToken;
   const int sub = threadIdx.x % kThreadsPerToken;
-  const char* src = static_cast<const char*>(p.kv) + (row >= 0 ? row * (kQKDim * 2) : 0);
-  const int bytes = row >= 0 ? 16 : 0;
+  const int t = first + tok;
+  const char* src = static_cast<const char*>(p.kv);
+  int bytes = 0;
+  if (t < end) {
+    const int64_t page = __ldg(p.kv_page_indices + page_base + (t >> p.page_shift));
+    src += ((page << p.page_shift) + (t & ((1 << p.page_shift) - 1))) * (kQKDim * 2);
+    bytes = 16;
+  }
   const uint32_t dst = stage + tok * kKVRowBytes;
 #pragma unroll
   for (int i = 0; i < kChunks / kThreadsPerToken; ++i) {
