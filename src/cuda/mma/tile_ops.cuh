@@ -37,19 +37,19 @@ __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32
   const int tok = threadIdx.x / kThreadsPerToken;
   const int sub = threadIdx.x % kThreadsPerToken;
   const int t = first + tok;
-  const char* src = static_cast<const char*>(p.kv);
+  // Base addresses once; the 9 copies then differ by immediate offsets. A zero-filled row
+  // reads nothing, so its source only has to be some valid address: the pool's first row.
+  const char* src = static_cast<const char*>(p.kv) + sub * 16;
   int bytes = 0;
   if (t < end) {
     const int64_t page = __ldg(p.kv_page_indices + page_base + (t >> p.page_shift));
     src += ((page << p.page_shift) + (t & ((1 << p.page_shift) - 1))) * (kQKDim * 2);
     bytes = 16;
   }
-  const uint32_t dst = stage + tok * kKVRowBytes;
+  const uint32_t dst = stage + tok * kKVRowBytes + sub * 16;
 #pragma unroll
-  for (int i = 0; i < kChunks / kThreadsPerToken; ++i) {
-    const int c = sub + i * kThreadsPerToken;
-    cp_async_16(dst + c * 16, src + (bytes ? c * 16 : 0), bytes);
-  }
+  for (int i = 0; i < kChunks / kThreadsPerToken; ++i)
+    cp_async_16(dst + i * kThreadsPerToken * 16, src + i * kThreadsPerToken * 16, bytes);
 }
 
 // Stages the CTA's kRows query rows in `buf` (rows past the request are zero) and loads this
@@ -119,6 +119,14 @@ __device__ __forceinline__ void qk_partial(uint32_t stage, const uint32_t (&qf)[
   }
 }
 
+// 2^x by the SFU (ex2.approx.ftz: 2 ulp; results below 2^-126 flush to 0, which no 16-bit
+// probability or fp32 running sum can tell apart). exp2f would add a denormal fix-up.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Running softmax state of one row, held identically by the kLanesPerRow lanes of the row.
 struct RowState {
   float m = kNegInf;  // running max, log2 units
@@ -146,18 +154,26 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
       x[j] += v.x, x[j + 1] += v.y;
     }
   }
-  const bool in_tree = first + kTileTokens > w.prefix;
   float tile_max = kNegInf;
+  if (row_valid && first + kTileTokens <= min(w.prefix, w.tok_end)) {
+    // The common tile: all prefix, all inside the chunk, so every token is visible.
 #pragma unroll
-  for (int j = 0; j < kN; ++j) {
-    const int t = first + col + j;
-    bool visible = row_valid && t < w.tok_end;
-    if (in_tree && visible && t >= w.prefix) {
-      const int node = t - w.prefix;
-      visible = (__ldg(mask_row + node / 32) >> (node % 32)) & 1u;
+    for (int j = 0; j < kN; ++j) {
+      x[j] *= p.scale_log2;
+      tile_max = fmaxf(tile_max, x[j]);
     }
-    x[j] = visible ? x[j] * p.scale_log2 : kNegInf;
-    tile_max = fmaxf(tile_max, x[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      const int t = first + col + j;
+      bool visible = row_valid && t < w.tok_end;
+      if (visible && t >= w.prefix) {  // a tree token: visible iff an ancestor or itself
+        const int node = t - w.prefix;
+        visible = (__ldg(mask_row + node / 32) >> (node % 32)) & 1u;
+      }
+      x[j] = visible ? x[j] * p.scale_log2 : kNegInf;
+      tile_max = fmaxf(tile_max, x[j]);
+    }
   }
 #pragma unroll
   for (int off = 1; off < V::kLanesPerRow; off *= 2)
@@ -165,11 +181,11 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
   const float m_new = fmaxf(st.m, tile_max);
   // A row that has seen nothing yet keeps m = -inf; subtract 0 then so exp2 gives 0, not NaN.
   const float m_ref = m_new == kNegInf ? 0.f : m_new;
-  const float alpha = exp2f(st.m - m_ref);
+  const float alpha = fast_exp2(st.m - m_ref);
   float pr[kN], sum = 0.f;
 #pragma unroll
   for (int j = 0; j < kN; ++j) {
-    pr[j] = exp2f(x[j] - m_ref);
+    pr[j] = fast_exp2(x[j] - m_ref);
     sum += pr[j];
   }
 #pragma unroll
