@@ -65,6 +65,7 @@ cudaError_t launch_main(VariantId v, const cuda::mma::VerifyKernelParams& kp, di
   switch (v) {
     case VariantId::kLarge2: return cuda::mma::launch_verify<T, cuda::mma::VariantLarge2>(kp, grid, stream);
     case VariantId::kLarge3: return cuda::mma::launch_verify<T, cuda::mma::VariantLarge3>(kp, grid, stream);
+    case VariantId::kLarge4: return cuda::mma::launch_verify<T, cuda::mma::VariantLarge4>(kp, grid, stream);
     case VariantId::kSmall: return cuda::mma::launch_verify<T, cuda::mma::VariantSmall>(kp, grid, stream);
   }
   return cudaErrorInvalidValue;
@@ -86,6 +87,7 @@ VariantFacts variant_facts(VariantId v, DType dtype) {
   switch (v) {
     case VariantId::kLarge2: return facts(VariantLarge2{}, "r32-s2");
     case VariantId::kLarge3: return facts(VariantLarge3{}, "r32-s3");
+    case VariantId::kLarge4: return facts(VariantLarge4{}, "r32-s4");
     case VariantId::kSmall: break;
   }
   return facts(VariantSmall{}, "r16-s2");
@@ -106,7 +108,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                   "TREEVERIFY_CUDA_ARCHS including {}", where, compiled, sm);
   const int config_arch = options.force_config_arch > 0 ? options.force_config_arch : sm;
   const int large_stages = cuda::mma::large_stages_for_arch(config_arch);
-  TV_REQUIRE_CODE(StatusCode::kUnsupported, large_stages == 2 || large_stages == 3,
+  TV_REQUIRE_CODE(StatusCode::kUnsupported, large_stages >= 2 && large_stages <= 4,
                   "options.force_config_arch", "no tile configuration for sm_{}", config_arch);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, problem.batch_size <= 65535, "batch_size",
                   "{} requests; the grid holds at most 65535 per call", problem.batch_size);
@@ -114,6 +116,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   // KV tile of the 32-row variant, and two CTAs per SM where shared memory allows.
   const int64_t max_rows = static_cast<int64_t>(summary.max_tree) * problem.num_heads;
   const VariantId variant = max_rows <= cuda::mma::VariantSmall::kRows ? VariantId::kSmall
+                            : large_stages == 4                        ? VariantId::kLarge4
                             : large_stages == 3                        ? VariantId::kLarge3
                                                                        : VariantId::kLarge2;
   int previous = 0;

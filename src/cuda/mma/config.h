@@ -60,16 +60,19 @@ struct Variant {
 };
 
 using VariantLarge2 = Variant<2, 2>;  // 32 rows, 2 stages: fits 99 KB (sm_86/89/120)
-using VariantLarge3 = Variant<2, 3>;  // 32 rows, 3 stages: sm_80 (163 KB), sm_90/100 (227 KB)
+using VariantLarge3 = Variant<2, 3>;  // 32 rows, 3 stages: sm_80 (163 KB per block)
+using VariantLarge4 = Variant<2, 4>;  // 32 rows, 4 stages: sm_90/100 (227 KB per block)
 using VariantSmall = Variant<1, 2>;   // 16 rows (decode, H <= 16): half the tensor work a tile
 
 inline constexpr int kSmemLimitConsumer = 101376;  // per block on sm_86, sm_89, sm_120
 static_assert(VariantLarge2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantSmall::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantLarge3::kSmemBytes <= 163 * 1024, "must fit sm_80");
+static_assert(VariantLarge4::kSmemBytes <= 227 * 1024, "must fit sm_90/sm_100");
 
-// Per-architecture table: the pipeline depth of the 32-row variant. (A 4-stage variant for
-// sm_90 was measured no faster: the kernel is not waiting on memory, DESIGN_NOTES.md.) The 16-row variant is the
+// Per-architecture table: the pipeline depth of the 32-row variant. In the overlapped loop a
+// tile is prefetched kStages - 2 tiles ahead of its first use, so 4 stages (where 227 KB
+// allow) hide two tile-times of memory latency. The 16-row variant is the
 // same everywhere. The two-stage variants are compiled for every architecture, so the code
 // shipped for sm_120 can be forced and executed on an H200.
 struct TileConfig {
@@ -77,7 +80,7 @@ struct TileConfig {
   int large_stages;  // stages of the 32-row variant
 };
 inline constexpr TileConfig kTileConfigs[] = {
-    {80, 3}, {86, 2}, {89, 2}, {90, 3}, {100, 3}, {120, 2},
+    {80, 3}, {86, 2}, {89, 2}, {90, 4}, {100, 4}, {120, 2},
 };
 
 // The entry for SM version `sm`: the newest not above it (0 when sm < 80).
@@ -89,6 +92,6 @@ constexpr int large_stages_for_arch(int sm) {
 }
 
 // Which variant a plan runs, as recorded in Plan::config_arch and the kernel name.
-enum class VariantId : int { kLarge2 = 0, kLarge3 = 1, kSmall = 2 };
+enum class VariantId : int { kLarge2 = 0, kLarge3 = 1, kLarge4 = 2, kSmall = 3 };
 
 }  // namespace treeverify::cuda::mma
