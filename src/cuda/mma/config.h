@@ -71,10 +71,10 @@ static_assert(VariantLarge3::kSmemBytes <= 163 * 1024, "must fit sm_80");
 static_assert(VariantLarge4::kSmemBytes <= 227 * 1024, "must fit sm_90/sm_100");
 
 // Per-architecture table: the pipeline depth of the 32-row variant. In the overlapped loop a
-// tile is prefetched kStages - 2 tiles ahead of its first use, so 4 stages (where 227 KB
-// allow) hide two tile-times of memory latency. The 16-row variant is the
-// same everywhere. The two-stage variants are compiled for every architecture, so the code
-// shipped for sm_120 can be forced and executed on an H200.
+// tile is prefetched kStages - 2 tiles ahead of its first use; 4 stages (sm_90/100) measured
+// 1.5-2% faster than 3 on V4/D2 (H200, 2026-11-29, DESIGN_NOTES.md). The two-stage variants
+// are compiled for every architecture, so the code shipped for sm_120 can be forced and
+// executed on an H200.
 struct TileConfig {
   int arch;          // SM version the entry is for
   int large_stages;  // stages of the 32-row variant
