@@ -8,9 +8,9 @@
 namespace treeverify::testing {
 namespace {
 
-// The configurations every case runs under: the device's own, and the sm_120 tiles (the
-// 99 KB two-stage pipeline) so the code shipped for sm_120 executes here too.
-const int kConfigs[] = {0, 120};
+// The configurations every case runs under: the device's own, sm_80's (3 stages) and sm_120's
+// (the 99 KB two-stage pipeline), so the code shipped for those executes here too.
+const int kConfigs[] = {0, 80, 120};
 
 CaseSpec spec(std::string name, int heads, std::vector<int32_t> trees, std::vector<int64_t> prefixes,
               int page, TreeShape shape = TreeShape::kRandom, DType dtype = DType::kBF16) {
