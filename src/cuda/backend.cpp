@@ -10,6 +10,7 @@
 #include "core/split_schedule.h"
 #include "cuda/common/combine.cuh"
 #include "cuda/common/tree_mask.cuh"
+#include "cuda/host_checks.h"
 #include "cuda/mma/config.h"
 #include "cuda/mma/launcher.h"
 
@@ -17,6 +18,7 @@ namespace treeverify::detail {
 namespace {
 
 constexpr size_t kWorkspaceAlign = 256;
+constexpr float kLog2e = 1.4426950408889634f;  // scores are kept in log2 units
 size_t align_up(size_t n) { return (n + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
 
 // Workspace layout: ancestor mask, then (split plans only) the partial outputs and lses.
@@ -36,25 +38,6 @@ WorkspaceLayout workspace_layout(const Plan& plan) {
     w.part_lse_bytes = static_cast<size_t>(plan.num_chunks) * rows * 4;
   }
   return w;
-}
-
-Status cuda_error(const char* what, cudaError_t err) {
-  return Status(StatusCode::kCudaError, fmt::format("{}: {} ({})", what, cudaGetErrorString(err),
-                                                    cudaGetErrorName(err)));
-}
-
-// A clear error instead of a crash when host memory reaches a CUDA backend.
-Status require_device_pointer(const void* ptr, const char* arg) {
-  if (ptr == nullptr) return Status::Ok();  // optional arguments; required ones checked before
-  cudaPointerAttributes attr{};
-  const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return cuda_error(fmt::format("cudaPointerGetAttributes('{}')", arg).c_str(), err);
-  }
-  TV_REQUIRE(attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged, arg,
-             "host memory given to the CUDA backend (pointer {})", ptr);
-  return Status::Ok();
 }
 
 using cuda::mma::VariantId;
@@ -211,7 +194,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .chunk_tokens = plan.chunk_tokens,
       .num_chunks = plan.num_chunks,
       .total_rows = rows,
-      .scale_log2 = plan.softmax_scale * 1.4426950408889634f,
+      .scale_log2 = plan.softmax_scale * kLog2e,
   };
   const auto variant = static_cast<VariantId>(plan.variant);
   const int rows_per_cta = variant == VariantId::kSmall ? cuda::mma::VariantSmall::kRows

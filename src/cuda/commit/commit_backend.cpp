@@ -10,26 +10,9 @@
 #include "core/check.h"
 #include "core/cuda_backend.h"
 #include "cuda/commit/kv_commit.cuh"
+#include "cuda/host_checks.h"
 
 namespace treeverify::detail {
-namespace {
-
-// The same checks as backend.cpp's: a host pointer given to a device call is a clear error.
-Status require_device(const void* ptr, const char* arg) {
-  TV_REQUIRE(ptr != nullptr, arg, "a required device pointer is null");
-  cudaPointerAttributes attr{};
-  const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return Status(StatusCode::kCudaError, fmt::format("cudaPointerGetAttributes('{}'): {}", arg,
-                                                      cudaGetErrorString(err)));
-  }
-  TV_REQUIRE(attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged, arg,
-             "host memory given to commit_kv_paged_cuda (pointer {})", ptr);
-  return Status::Ok();
-}
-
-}  // namespace
 
 Status cuda_commit_kv_paged(const PagedKvCommit& host, const AcceptedPaths& accepted,
                             const PagedKvCommitDevice& d, void* stream) {
@@ -50,7 +33,7 @@ Status cuda_commit_kv_paged(const PagedKvCommit& host, const AcceptedPaths& acce
                            {d.qo_indptr, "device.qo_indptr"},
                            {d.accepted_indptr, "device.accepted_indptr"},
                            {d.accepted_nodes, "device.accepted_nodes"}}) {
-    TV_RETURN_IF_ERROR(require_device(ptr, name));
+    TV_RETURN_IF_ERROR(require_device_pointer(ptr, name, /*required=*/true));
   }
   TV_REQUIRE(reinterpret_cast<uintptr_t>(d.kv_cache) % 16 == 0, "device.kv_cache",
              "pointer {} is not 16-byte aligned", d.kv_cache);
@@ -66,11 +49,7 @@ Status cuda_commit_kv_paged(const PagedKvCommit& host, const AcceptedPaths& acce
       .log2_page_size = std::countr_zero(static_cast<uint32_t>(host.page_size)),
   };
   cuda::launch_kv_commit(p, static_cast<cudaStream_t>(stream));
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
-    return Status(StatusCode::kCudaError,
-                  fmt::format("kv_commit launch: {} ({})", cudaGetErrorString(e),
-                              cudaGetErrorName(e)));
-  }
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("kv_commit launch", e);
   return Status::Ok();
 }
 
