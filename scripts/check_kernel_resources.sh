@@ -20,7 +20,7 @@ sources=(src/cuda/mma/instantiations/*.cu src/cuda/common/*.cu)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-printf '%-6s %-58s %5s %7s %7s %6s %8s\n' arch kernel regs spill_st spill_ld stack smem
+printf '%-6s %-58s %5s %7s %7s %6s %8s\n' arch kernel regs spill_st spill_ld stack st_smem
 for arch in "${archs[@]}"; do
   for src in "${sources[@]}"; do
     log="$tmp/$(basename "$src").$arch.log"
@@ -35,7 +35,9 @@ for arch in "${archs[@]}"; do
       /Used [0-9]+ registers/ {
         regs = $0; sub(/.*Used /, "", regs); sub(/ registers.*/, "", regs)
         smem = 0; if (match($0, /[0-9]+ bytes smem/)) { smem = substr($0, RSTART, RLENGTH); sub(/ bytes smem/, "", smem) }
-        short = name; if (length(short) > 58) short = substr(short, 1, 55) "..."
+        cmd = "c++filt \"" name "\""; short = name; cmd | getline short; close(cmd)
+        gsub(/treeverify::cuda::(mma::)?|\(anonymous namespace\)::|__nv_|VerifyKernelParams|\(\)/, "", short)
+        if (length(short) > 58) short = substr(short, 1, 55) "..."
         printf "%-6s %-58s %5s %7s %7s %6s %8s\n", "sm_" arch, short, regs, st, ld, stack, smem
         if (st + 0 > 0 || ld + 0 > 0 || stack + 0 > 0 || regs + 0 > 255) bad = 1
       }
