@@ -13,10 +13,17 @@ std::vector<int> cuda_compiled_archs() { return {}; }
 std::string cuda_compiler_version() { return {}; }
 int cuda_current_device() { return -1; }
 
+int cuda_device_count(std::string* note) {
+  if (note) *note = kNoCuda;
+  return 0;
+}
+
 std::vector<DeviceInfo> cuda_list_devices(std::string* note) {
   if (note) *note = kNoCuda;
   return {};
 }
+
+Status cuda_device_info(int, DeviceInfo*) { return Status(StatusCode::kUnsupported, kNoCuda); }
 
 Status cuda_plan(const VerifyProblem&, const ProblemSummary&, const PlanOptions&,
                  const DeviceInfo&, Plan*) {

@@ -16,7 +16,12 @@ namespace treeverify::detail {
 bool cuda_compiled();
 std::vector<int> cuda_compiled_archs();
 std::string cuda_compiler_version();
+// How many CUDA devices are visible (0 with *note saying why: no CUDA build, no driver, ...).
+int cuda_device_count(std::string* note);
+// Every visible device (queried once per process and cached: the set does not change).
 std::vector<DeviceInfo> cuda_list_devices(std::string* note);
+// One device, queried once per process and cached; touches no other GPU.
+Status cuda_device_info(int ordinal, DeviceInfo* info);
 // The calling thread's current CUDA device, or -1 when there is none.
 int cuda_current_device();
 

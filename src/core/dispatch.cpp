@@ -3,8 +3,7 @@
 // cuda_backend.h).
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <vector>
+#include <string>
 
 #include "core/check.h"
 #include "core/cuda_backend.h"
@@ -15,29 +14,26 @@
 namespace treeverify {
 namespace {
 
-// Picks the CUDA device the options name (or the current one) and plans a kernel on it.
+// Why the CUDA backend cannot be used on this machine at all (no CUDA in this build, no
+// device, no driver), or empty when it can. Only then may kAuto fall back to the CPU: with a
+// GPU present the caller holds device tensors, which a CPU backend must never be given.
+std::string cuda_unavailable_reason() {
+  std::string note;
+  if (detail::cuda_device_count(&note) > 0) return {};
+  if (!detail::cuda_compiled()) return "backend cuda-mma: " + note;
+  return "backend cuda-mma: no CUDA device found" + (note.empty() ? "" : " (" + note + ")");
+}
+
+// Plans a kernel on the CUDA device the options name (or the current one).
 Status plan_cuda(const VerifyProblem& problem, const detail::ProblemSummary& summary,
                  const PlanOptions& options, Plan* plan) {
-  if (!detail::cuda_compiled()) {
-    return Status(StatusCode::kUnsupported,
-                  "backend cuda-mma: this build has no CUDA backend (configured with "
-                  "TREEVERIFY_CUDA=OFF or without nvcc); run `treeverify doctor`");
-  }
-  std::string note;
-  const std::vector<DeviceInfo> devices = detail::cuda_list_devices(&note);
-  if (devices.empty()) {
-    return Status(StatusCode::kNoDevice,
-                  "backend cuda-mma: no CUDA device found" + (note.empty() ? "" : " (" + note + ")"));
+  if (std::string why = cuda_unavailable_reason(); !why.empty()) {
+    return Status(detail::cuda_compiled() ? StatusCode::kNoDevice : StatusCode::kUnsupported, why);
   }
   const int ordinal = options.device >= 0 ? options.device : detail::cuda_current_device();
-  auto it = std::find_if(devices.begin(), devices.end(),
-                         [&](const DeviceInfo& d) { return d.ordinal == ordinal; });
-  if (it == devices.end()) {
-    return Status(StatusCode::kNoDevice,
-                  fmt::format("backend cuda-mma: device {} does not exist ({} device(s) found)",
-                              ordinal, devices.size()));
-  }
-  return detail::cuda_plan(problem, summary, options, *it, plan);
+  DeviceInfo device;
+  TV_RETURN_IF_ERROR(detail::cuda_device_info(ordinal, &device));
+  return detail::cuda_plan(problem, summary, options, device, plan);
 }
 
 }  // namespace
@@ -75,15 +71,15 @@ Status plan(const VerifyProblem& problem, const PlanOptions& options, Plan* out)
       p.backend = Backend::kCudaMma;
       break;
     case Backend::kAuto: {
-      // The GPU when one can run this problem; otherwise the CPU fallback, saying why.
-      Status cuda = plan_cuda(problem, summary, options, &p);
-      if (cuda.ok()) {
-        p.backend = Backend::kCudaMma;
-      } else {
+      // The GPU when this machine has a usable one; the CPU fallback only when it has none.
+      // A GPU that refuses the problem is an error, not a silent switch to the CPU.
+      if (std::string why = cuda_unavailable_reason(); !why.empty()) {
         p.backend = Backend::kCpuFast;
         p.kernel = "cpu-fast/fp32-blas";
-        p.reason = "no GPU kernel: " + cuda.message();
-        p.workspace_bytes = 0;
+        p.reason = "no GPU: " + why;
+      } else {
+        TV_RETURN_IF_ERROR(plan_cuda(problem, summary, options, &p));
+        p.backend = Backend::kCudaMma;
       }
       break;
     }

@@ -49,11 +49,12 @@ Status validate_trees(std::span<const int32_t> qo_indptr, std::span<const int32_
     for (int32_t i = 0; i < tree_size; ++i) {
       const int32_t parent = parents[begin + i];
       if (i == 0) {
-        TV_REQUIRE(parent == -1, "parents", "request {} node 0 (the root): parent = {}", b, parent);
+        TV_REQUIRE(parent == -1, "parents", "request {} node 0: parent = {} (parents[{}])", b,
+                   parent, begin);
       } else {
         // parent >= 0 also rules out a second root; parent < i gives topological order.
-        TV_REQUIRE(parent >= 0 && parent < i, "parents", "request {} node {}: parent = {}", b, i,
-                   parent);
+        TV_REQUIRE(parent >= 0 && parent < i, "parents",
+                   "request {} node {}: parent = {} (parents[{}])", b, i, parent, begin + i);
       }
     }
   }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "treeverify/tree.h"
 #include "treeverify/types.h"
 
 namespace treeverify::detail {
@@ -23,22 +24,6 @@ bool is_power_of_two(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
 
 bool aligned(const void* p, int64_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
-}
-
-// The tree contract of one request (the same rule as treeverify::validate_trees, kept here so
-// that validation does not depend on the tree utilities): node 0 is the only root, and every
-// other node's parent is an earlier node of the same request, which also rules out cycles.
-Status validate_tree(int32_t b, int32_t first_row, int32_t tree_size, const int32_t* parents) {
-  if (tree_size == 0) return Status::Ok();
-  const int32_t root_parent = parents[first_row];
-  TV_REQUIRE(root_parent == -1, "parents", "request {} node 0: parent = {} (parents[{}])", b,
-             root_parent, first_row);
-  for (int32_t node = 1; node < tree_size; ++node) {
-    const int32_t parent = parents[first_row + node];
-    TV_REQUIRE(0 <= parent && parent < node, "parents",
-               "request {} node {}: parent = {} (parents[{}])", b, node, parent, first_row + node);
-  }
-  return Status::Ok();
 }
 
 // Element strides of a [rows, H, width] tensor whose last dimension is contiguous. Rules
@@ -139,13 +124,15 @@ Status validate_problem(const VerifyProblem& p, ProblemSummary* summary) {
                  "request {}: kv_page_indices[{}] = {} with num_pages = {}", b, k, page,
                  p.num_pages);
     }
-    TV_RETURN_IF_ERROR(validate_tree(b, first_row, tree_size, p.parents));
 
     s.max_tree = std::max(s.max_tree, tree_size);
     s.max_kv_len = std::max(s.max_kv_len, kv_len);
     s.max_prefix = std::max(s.max_prefix, kv_len - tree_size);
     s.total_kv += kv_len;
   }
+  // The tree contract (node 0 the only root, parents before children), by the tree helpers.
+  TV_RETURN_IF_ERROR(validate_trees({p.qo_indptr, static_cast<size_t>(B) + 1},
+                                    {p.parents, static_cast<size_t>(s.total_q)}));
   if (summary != nullptr) *summary = s;
   return Status::Ok();
 }

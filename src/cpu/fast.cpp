@@ -120,8 +120,13 @@ Status cpu_fast_run(const Plan& plan, const VerifyTensors& tensors) {
   TV_RETURN_IF_ERROR(check_host_inputs(plan, tensors, /*need_out=*/true));
   const int threads = resolve_threads(plan.options);
   // Our threads are the parallelism; OpenBLAS threads inside them would oversubscribe the
-  // cores. This is process-wide: OpenBLAS has no per-call thread count.
-  openblas_set_num_threads(1);
+  // cores. OpenBLAS has only a process-wide count, so it is restored on every way out: the
+  // rest of the process (numpy behind the Python package, say) keeps its own setting.
+  struct BlasThreadsGuard {
+    int saved = openblas_get_num_threads();
+    BlasThreadsGuard() { openblas_set_num_threads(1); }
+    ~BlasThreadsGuard() { openblas_set_num_threads(saved); }
+  } blas_threads_guard;
 
   std::vector<FastRequest> reqs;
   std::vector<Group> groups;

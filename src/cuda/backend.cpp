@@ -9,6 +9,7 @@
 #include "core/cuda_backend.h"
 #include "core/split_schedule.h"
 #include "cuda/common/combine.cuh"
+#include "cuda/common/constants.h"
 #include "cuda/common/tree_mask.cuh"
 #include "cuda/host_checks.h"
 #include "cuda/mma/config.h"
@@ -18,7 +19,6 @@ namespace treeverify::detail {
 namespace {
 
 constexpr size_t kWorkspaceAlign = 256;
-constexpr float kLog2e = 1.4426950408889634f;  // scores are kept in log2 units
 size_t align_up(size_t n) { return (n + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
 
 // Workspace layout: ancestor mask, then (split plans only) the partial outputs and lses.
@@ -109,7 +109,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   (void)cudaSetDevice(previous);
   TV_REQUIRE_CODE(StatusCode::kUnsupported,
                   facts.ctas_per_sm > 0 && static_cast<size_t>(facts.smem) <= device.smem_per_block_optin,
-                  "options.force_config_arch",
+                  options.force_config_arch > 0 ? "options.force_config_arch" : "device",
                   "the sm_{} configuration ({}) needs {} bytes of shared memory per block; {} "
                   "allows {}", config_arch, facts.name, facts.smem, where, device.smem_per_block_optin);
 
@@ -122,6 +122,9 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   in.concurrent_ctas = device.sm_count * facts.ctas_per_sm;
   const SplitSchedule sched =
       problem.batch_size > 0 ? plan_split_schedule(in) : SplitSchedule{.chunk_tokens = 32};
+  TV_REQUIRE_CODE(StatusCode::kInternal, sched.num_chunks <= 65535 && sched.max_row_blocks <= 65535,
+                  "schedule", "{} chunks x {} row blocks exceed the grid", sched.num_chunks,
+                  sched.max_row_blocks);
 
   plan->device = device.ordinal;
   plan->config_arch = config_arch;
@@ -135,7 +138,6 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
       where, device.kernel_arch, sched.max_row_blocks, sched.num_chunks, sched.chunk_tokens,
       sched.num_ctas, facts.ctas_per_sm);
   plan->workspace_bytes = workspace_layout(*plan).total();
-  (void)summary;
   return Status::Ok();
 }
 
@@ -194,7 +196,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .chunk_tokens = plan.chunk_tokens,
       .num_chunks = plan.num_chunks,
       .total_rows = rows,
-      .scale_log2 = plan.softmax_scale * kLog2e,
+      .scale_log2 = plan.softmax_scale * cuda::kLog2e,
   };
   const auto variant = static_cast<VariantId>(plan.variant);
   const int rows_per_cta = variant == VariantId::kSmall ? cuda::mma::VariantSmall::kRows
@@ -228,6 +230,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
 }
 
 Status cuda_merge_state(const MergeStateArgs& a, void* stream) {
+  TV_REQUIRE(a.dtype == DType::kBF16 || a.dtype == DType::kFP16, "dtype", "value {}",
+             static_cast<int>(a.dtype));
   TV_REQUIRE(a.num_rows >= 0, "num_rows", "{}", a.num_rows);
   TV_REQUIRE(a.head_dim > 0, "head_dim", "{}", a.head_dim);
   if (a.num_rows == 0) return Status::Ok();

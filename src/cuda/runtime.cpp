@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "build_config.h"
@@ -34,53 +36,95 @@ int cuda_current_device() {
   return device;
 }
 
-std::vector<DeviceInfo> cuda_list_devices(std::string* note) {
-  std::vector<DeviceInfo> devices;
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
+namespace {
+
+// Properties of device `d`, and whether a compiled architecture runs there. Makes `d`
+// current for the kernel-attribute query and restores the caller's device.
+DeviceInfo query_device(int d) {
+  DeviceInfo info;
+  info.ordinal = d;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) {
     (void)cudaGetLastError();
-    if (note) {
-      *note = err == cudaErrorNoDevice ? "no CUDA device is visible"
-              : err == cudaErrorInsufficientDriver
-                  ? "the NVIDIA driver is missing or older than this build's CUDA runtime"
-                  : fmt::format("cudaGetDeviceCount failed: {}", cudaGetErrorString(err));
-    }
-    return devices;
+    info.ordinal = -1;
+    return info;
   }
+  info.name = prop.name;
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  info.sm_count = prop.multiProcessorCount;
+  info.global_mem_bytes = prop.totalGlobalMem;
+  info.l2_bytes = static_cast<size_t>(prop.l2CacheSize);
+  info.smem_per_block_optin = prop.sharedMemPerBlockOptin;
+  int khz = 0;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, d) == cudaSuccess)
+    info.clock_mhz = khz / 1000;
+  // Ask the runtime which compiled binary it would run: the honest answer to "is there code
+  // for this GPU", including PTX that the driver compiles for newer architectures.
   int previous = 0;
   (void)cudaGetDevice(&previous);
-  for (int d = 0; d < count; ++d) {
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) {
-      (void)cudaGetLastError();
-      continue;
-    }
-    DeviceInfo info;
-    info.ordinal = d;
-    info.name = prop.name;
-    info.cc_major = prop.major;
-    info.cc_minor = prop.minor;
-    info.sm_count = prop.multiProcessorCount;
-    info.global_mem_bytes = prop.totalGlobalMem;
-    info.l2_bytes = static_cast<size_t>(prop.l2CacheSize);
-    info.smem_per_block_optin = prop.sharedMemPerBlockOptin;
-    int khz = 0;
-    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, d) == cudaSuccess)
-      info.clock_mhz = khz / 1000;
-    // Ask the runtime which compiled binary it would run: the honest answer to "is there
-    // code for this GPU", including PTX that the driver compiles for newer architectures.
-    cudaFuncAttributes attr{};
-    if (cudaSetDevice(d) == cudaSuccess &&
-        cuda::mma::verify_attributes<__nv_bfloat16, cuda::mma::VariantLarge2>(&attr) == cudaSuccess) {
-      info.has_kernel_code = true;
-      info.kernel_arch = attr.binaryVersion;
-    }
-    (void)cudaGetLastError();
-    devices.push_back(info);
+  cudaFuncAttributes attr{};
+  if (cudaSetDevice(d) == cudaSuccess &&
+      cuda::mma::verify_attributes<__nv_bfloat16, cuda::mma::VariantLarge2>(&attr) == cudaSuccess) {
+    info.has_kernel_code = true;
+    info.kernel_arch = attr.binaryVersion;
   }
+  (void)cudaGetLastError();
   (void)cudaSetDevice(previous);
-  if (devices.empty() && note) *note = "no CUDA device could be queried";
+  return info;
+}
+
+}  // namespace
+
+int cuda_device_count(std::string* note) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err == cudaSuccess) return count;
+  (void)cudaGetLastError();
+  if (note) {
+    *note = err == cudaErrorNoDevice ? "no CUDA device is visible"
+            : err == cudaErrorInsufficientDriver
+                ? "the NVIDIA driver is missing or older than this build's CUDA runtime"
+                : fmt::format("cudaGetDeviceCount failed: {}", cudaGetErrorString(err));
+  }
+  return 0;
+}
+
+namespace {
+
+// Per-ordinal cache: plan() runs once per decoding step and must not re-query the device.
+std::mutex cache_mutex;
+std::map<int, DeviceInfo> cache;
+
+}  // namespace
+
+Status cuda_device_info(int ordinal, DeviceInfo* info) {
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  auto it = cache.find(ordinal);
+  if (it == cache.end()) {
+    std::string note;
+    const int count = cuda_device_count(&note);
+    if (ordinal < 0 || ordinal >= count) {
+      return Status(StatusCode::kNoDevice,
+                    fmt::format("backend cuda-mma: device {} does not exist ({} device(s) found{})",
+                                ordinal, count, note.empty() ? "" : "; " + note));
+    }
+    it = cache.emplace(ordinal, query_device(ordinal)).first;
+  }
+  if (it->second.ordinal < 0)
+    return Status(StatusCode::kNoDevice, fmt::format("device {} could not be queried", ordinal));
+  *info = it->second;
+  return Status::Ok();
+}
+
+std::vector<DeviceInfo> cuda_list_devices(std::string* note) {
+  std::vector<DeviceInfo> devices;
+  const int count = cuda_device_count(note);
+  for (int d = 0; d < count; ++d) {
+    DeviceInfo info;
+    if (cuda_device_info(d, &info).ok()) devices.push_back(info);
+  }
+  if (count > 0 && devices.empty() && note) *note = "no CUDA device could be queried";
   return devices;
 }
 

@@ -13,14 +13,15 @@ namespace treeverify::testing {
 bool Comparison::ok(double out_tol, double lse_tol) const {
   // Written so that a NaN error measure fails too.
   return out_nonfinite == 0 && lse_mismatch == 0 && out_zero_rows_bad == 0 &&
-         out_rel_fro <= out_tol && lse_max_abs <= lse_tol;
+         out_rel_fro <= out_tol && out_row_rel_max <= kRowTolFactor * out_tol &&
+         lse_max_abs <= lse_tol;
 }
 
 std::string Comparison::to_string() const {
   return fmt::format(
-      "out rel fro err {:.3e}, lse max abs err {:.3e}, out non-finite {}, lse mismatched rows {}, "
-      "empty rows with nonzero out {}",
-      out_rel_fro, lse_max_abs, out_nonfinite, lse_mismatch, out_zero_rows_bad);
+      "out rel fro err {:.3e} (worst row {:.3e}), lse max abs err {:.3e}, out non-finite {}, "
+      "lse mismatched rows {}, empty rows with nonzero out {}",
+      out_rel_fro, out_row_rel_max, lse_max_abs, out_nonfinite, lse_mismatch, out_zero_rows_bad);
 }
 
 Comparison compare_with_reference(DType dtype, const std::vector<uint16_t>& out, const float* lse,
@@ -39,6 +40,7 @@ Comparison compare_with_reference(DType dtype, const std::vector<uint16_t>& out,
     // A row that sees nothing: the contract is out = 0 and lse = -inf.
     const bool ref_empty = std::isinf(ref_lse[r]) && ref_lse[r] < 0;
     bool nonzero = false;
+    double row_err_sq = 0, row_ref_sq = 0;
     for (size_t k = r * kVDim; k < (r + 1) * kVDim; ++k) {
       const double o = half_to_float(dtype, out[k]);
       const double ref = ref_out[k];
@@ -49,9 +51,13 @@ Comparison compare_with_reference(DType dtype, const std::vector<uint16_t>& out,
       }
       nonzero |= o != 0;
       if (!std::isfinite(ref)) continue;  // only from non-finite inputs; nothing to measure
-      err_sq += (o - ref) * (o - ref);
-      ref_sq += ref * ref;
+      row_err_sq += (o - ref) * (o - ref);
+      row_ref_sq += ref * ref;
     }
+    err_sq += row_err_sq;
+    ref_sq += row_ref_sq;
+    if (row_ref_sq > 0)
+      c.out_row_rel_max = std::max(c.out_row_rel_max, std::sqrt(row_err_sq / row_ref_sq));
     if (ref_empty && nonzero) ++c.out_zero_rows_bad;
 
     if (lse == nullptr) continue;

@@ -11,6 +11,10 @@ namespace treeverify::testing {
 
 struct Comparison {
   double out_rel_fro = 0;         // ||out - ref|| / ||ref|| over all finite reference entries
+  // The same per row, the worst row: one wrong row among a thousand hides in out_rel_fro.
+  // ok() bounds it by kRowTolFactor times the aggregate bound.
+  double out_row_rel_max = 0;
+  static constexpr double kRowTolFactor = 3.0;
   double lse_max_abs = 0;         // max |lse - ref| where both are finite
   int64_t out_nonfinite = 0;      // NaN or inf entries in out (the reference never has them)
   int64_t lse_mismatch = 0;       // rows where lse is NaN or +inf, or -inf on one side only

@@ -2,6 +2,7 @@
 // workspace, and an out tensor with padded rows that must equal the contiguous result.
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "gpu_check.h"
@@ -21,15 +22,20 @@ TEST(GpuErrors, HostMemoryIsAClearError) {
   PlanOptions o;
   o.backend = Backend::kCudaMma;
   ASSERT_TRUE(plan(host.problem(), o, &p).ok());
-  std::vector<uint16_t> out(host.out_elems());
-  std::vector<float> lse(host.lse_elems());
   DeviceCase dev(host);
   dev.ensure_workspace(p.workspace_bytes);
+  dev.poison_outputs();
   VerifyTensors t = dev.tensors();
   t.q = host.q.data();  // host memory where device memory belongs
   const Status s = run(p, t, dev.workspace(), dev.workspace_bytes(), nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
   EXPECT_NE(s.message().find("'q'"), std::string::npos) << s.message();
+  // A failed call writes nothing: the poison (all bits set) is still everywhere.
+  std::vector<uint16_t> out;
+  std::vector<float> lse;
+  dev.download(&out, &lse);
+  for (uint16_t v : out) ASSERT_EQ(v, 0xffff);
+  for (float v : lse) ASSERT_TRUE(std::isnan(v));
 }
 
 TEST(GpuErrors, UnknownConfigurationAndShortWorkspace) {

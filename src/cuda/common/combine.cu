@@ -4,15 +4,14 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "cuda/common/constants.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/common/request.cuh"
 
 namespace treeverify::cuda {
 namespace {
 
-constexpr float kLn2 = 0.6931471805599453f;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kCombineThreads = 128;  // x 4 columns = the 512 columns of one row
+constexpr int kCombineThreads = kVDim / 4;  // 4 columns a thread: one float4 load per partial
 
 // One block per row: lse-weighted sum of the row's chunk partials.
 template <typename T>
@@ -32,7 +31,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const CombineP
     for (int c = 0; c < n; ++c) {
       const float w = exp2f(__ldg(p.part_lse + c * p.total_rows + grow) - m);
       const float4 v = __ldg(reinterpret_cast<const float4*>(
-          p.part_out + (c * p.total_rows + grow) * 512 + col));
+          p.part_out + (c * p.total_rows + grow) * kVDim + col));
       acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
       sum += w;
     }

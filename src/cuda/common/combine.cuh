@@ -11,7 +11,7 @@
 namespace treeverify::cuda {
 
 struct CombineParams {
-  const float* part_out;     // [num_chunks, total_rows, 512] fp32, each normalised by its l
+  const float* part_out;     // [num_chunks, total_rows, kVDim] fp32, each normalised by its l
   const float* part_lse;     // [num_chunks, total_rows] fp32, log2 units, -inf if empty
   const int32_t* qo_indptr;  // [B+1]
   const int32_t* kv_len;     // [B]

@@ -10,10 +10,12 @@
 
 #include <cstdint>
 
+#include "cuda/common/constants.h"
+
 namespace treeverify::cuda::mma {
 
 inline constexpr int kQKDim = 576;
-inline constexpr int kVDim = 512;
+inline constexpr int kVDim = cuda::kVDim;
 inline constexpr int kWarps = 8;
 inline constexpr int kThreads = kWarps * 32;
 inline constexpr int kTileTokens = 32;  // KV tokens per pipeline stage

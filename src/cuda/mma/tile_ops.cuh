@@ -6,13 +6,13 @@
 
 #include <cstdint>
 
+#include "cuda/common/constants.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/mma/config.h"
 #include "cuda/mma/params.h"
 
 namespace treeverify::cuda::mma {
 
-inline constexpr float kLn2 = 0.6931471805599453f;
 inline constexpr float kNegInf = -INFINITY;
 
 // What one CTA works on, fixed for its lifetime.
