@@ -82,7 +82,7 @@ struct PlanOptions {
 // The decision plan() took; pass it to run() for every layer of the step.
 struct Plan {
   Backend backend = Backend::kAuto;  // the backend chosen (never kAuto after a successful plan)
-  std::string kernel;                // the kernel chosen, e.g. "cuda-mma/sm80-cfg/bf16"
+  std::string kernel;                // the kernel chosen, e.g. "cuda-mma/bf16/r32-s4/sm90-config"
   std::string reason;                // one line: why this backend and kernel
   size_t workspace_bytes = 0;        // run() needs at least this much workspace
 
@@ -93,8 +93,8 @@ struct Plan {
   float softmax_scale = 0.f;
   PlanOptions options;
 
-  // Split-KV schedule (CUDA backends): the prefix of each request is cut into chunks of
-  // chunk_tokens; num_chunks is the largest chunk count of any request.
+  // Split-KV schedule (CUDA backends): each request's KV sequence (prefix and tree) is cut
+  // into chunks of chunk_tokens; num_chunks is the largest chunk count of any request.
   int32_t chunk_tokens = 0, num_chunks = 0, config_arch = 0, device = -1;
   int32_t variant = 0;  // backend-specific kernel variant (CUDA: rows per CTA and stages)
 };
@@ -105,7 +105,10 @@ Status plan(const VerifyProblem& problem, const PlanOptions& options, Plan* plan
 
 // Runs the planned call. CUDA backends launch on `stream` (a cudaStream_t, null for the
 // legacy default stream), allocate nothing and can be captured in a CUDA graph; CPU backends
-// ignore the stream and the workspace. On failure nothing is written to out or lse.
+// ignore the stream and the workspace. The workspace holds the call's ancestor mask and
+// split partials, so runs that share one workspace must be ordered (one stream, or events).
+// Argument errors are found before anything is launched, and then nothing is written to out
+// or lse; a CUDA launch failure part-way is reported as kCudaError.
 Status run(const Plan& plan, const VerifyTensors& tensors, void* workspace,
            size_t workspace_bytes, void* stream = nullptr);
 

@@ -48,7 +48,7 @@ struct Variant {
   // product of tile i (two barriers per tile instead of three); with two stages that would
   // leave no stage free to prefetch into, so the loop runs the phases in order.
   static constexpr bool kOverlap = kStages >= 3;
-  // 16-row CTAs need ~110 registers a thread: ask for two CTAs per SM to hide latency.
+  // 16-row CTAs fit in 128 registers a thread: ask for two CTAs per SM to hide latency.
   static constexpr int kMinBlocks = kMTiles == 1 ? 2 : 1;
   // Softmax: warp w owns rows [kRowsPerWarp w, ...), kLanesPerRow lanes a row.
   static constexpr int kRowsPerWarp = kRows / kWarps;

@@ -1,4 +1,5 @@
-// Arguments of the portable verify kernels, built by launch.cu from a Plan and the tensors.
+// Arguments of the portable verify kernels, built by src/cuda/backend.cpp from a Plan and the
+// tensors.
 #pragma once
 
 #include <cstdint>
