@@ -1,5 +1,7 @@
 // `treeverify demo`: the lossless speculative-decoding demo (src/demo/demo.h) with a progress
 // line per step; exit 1 when the tokens differ from plain greedy decoding.
+#include "demo/demo.h"
+
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -7,7 +9,6 @@
 #include <string>
 
 #include "commands.h"
-#include "demo/demo.h"
 
 namespace treeverify::cli {
 namespace {
@@ -79,12 +80,14 @@ void add_demo_command(CLI::App* app, int* exit_code) {
   auto flags = std::make_shared<DemoFlags>();
   demo::DemoOptions& o = flags->options;
   CLI::App* cmd = app->add_subcommand(
-      "demo", "speculative decoding of a tiny MLA model with DDTree trees; exit 1 unless it "
-              "reproduces plain greedy decoding exactly");
+      "demo",
+      "speculative decoding of a tiny MLA model with DDTree trees; exit 1 unless it "
+      "reproduces plain greedy decoding exactly");
   cmd->add_option("--backend", flags->backend, "cpu-fast, cpu-reference, cuda-mma or auto")
       ->capture_default_str();
   cmd->add_option("--tokens,--steps", o.tokens, "tokens to generate")->capture_default_str();
-  cmd->add_option("--page-size", o.page_size, "KV page size (1: slot lists)")->capture_default_str();
+  cmd->add_option("--page-size", o.page_size, "KV page size (1: slot lists)")
+      ->capture_default_str();
   cmd->add_option("--budget", o.budget, "DDTree node budget, root included")->capture_default_str();
   cmd->add_option("--depth", o.draft_depth, "drafted depths per step")->capture_default_str();
   cmd->add_option("--top-k", o.draft_top_k, "drafter candidates per depth")->capture_default_str();

@@ -30,7 +30,7 @@ inline uint16_t float_to_fp16(float f) {
   std::memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000u;
   x &= 0x7fffffffu;
-  if (x > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (x > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520
   if (x < 0x38800000u) {  // below the smallest normal fp16 (2^-14): subnormal or zero
     if (x < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest
@@ -78,6 +78,8 @@ inline uint16_t float_to_half(DType dtype, float f) {
   return dtype == DType::kBF16 ? float_to_bf16(f) : float_to_fp16(f);
 }
 // Rounds a float through the 16-bit type and back.
-inline float round_to(DType dtype, float f) { return half_to_float(dtype, float_to_half(dtype, f)); }
+inline float round_to(DType dtype, float f) {
+  return half_to_float(dtype, float_to_half(dtype, f));
+}
 
 }  // namespace treeverify

@@ -13,8 +13,8 @@ namespace treeverify {
 // A side with lse = -inf (it saw nothing) contributes nothing; when both are -inf the result
 // is v = 0 and s = -inf. +inf or NaN lse is passed through as NaN (it is never a valid lse).
 struct MergeStateArgs {
-  int64_t num_rows = 0;      // N: tokens x heads, rows of width head_dim
-  int32_t head_dim = 0;      // D, any positive value (512 for MLA)
+  int64_t num_rows = 0;  // N: tokens x heads, rows of width head_dim
+  int32_t head_dim = 0;  // D, any positive value (512 for MLA)
   DType dtype = DType::kBF16;
   const void* v_a = nullptr;   // [N, D] dtype, contiguous
   const float* s_a = nullptr;  // [N] fp32

@@ -42,18 +42,15 @@ Status build_ancestor_mask(std::span<const int32_t> qo_indptr, std::span<const i
 // is exactly a tree mask: every node sees the whole prefix, itself, and a set of earlier tree
 // nodes that is its parent's set plus the parent. Anything else is rejected, naming the
 // request, the row and the first offending column.
-Status parents_from_custom_mask(std::span<const int32_t> qo_indptr,
-                                std::span<const int32_t> kv_len,
+Status parents_from_custom_mask(std::span<const int32_t> qo_indptr, std::span<const int32_t> kv_len,
                                 std::span<const int32_t> mask_indptr,
                                 std::span<const uint8_t> custom_mask,
                                 std::vector<int32_t>* parents);
 
 // The inverse, for tests and for engines that still need the flat mask: mask_indptr [B+1]
 // and the mask as above.
-Status custom_mask_from_parents(std::span<const int32_t> qo_indptr,
-                                std::span<const int32_t> kv_len,
-                                std::span<const int32_t> parents,
-                                std::vector<int32_t>* mask_indptr,
+Status custom_mask_from_parents(std::span<const int32_t> qo_indptr, std::span<const int32_t> kv_len,
+                                std::span<const int32_t> parents, std::vector<int32_t>* mask_indptr,
                                 std::vector<uint8_t>* custom_mask);
 
 }  // namespace treeverify

@@ -6,15 +6,20 @@
 namespace treeverify {
 
 // MLA in absorbed form: one latent KV head per token, shared by all query heads.
-inline constexpr int kLatentDim = 512;                   // c_kv, also the width of V and out
-inline constexpr int kRopeDim = 64;                      // rope part of q and k
-inline constexpr int kQKDim = kLatentDim + kRopeDim;     // 576: width of q rows and KV rows
-inline constexpr int kVDim = kLatentDim;                 // V = the first 512 columns of a KV row
+inline constexpr int kLatentDim = 512;                // c_kv, also the width of V and out
+inline constexpr int kRopeDim = 64;                   // rope part of q and k
+inline constexpr int kQKDim = kLatentDim + kRopeDim;  // 576: width of q rows and KV rows
+inline constexpr int kVDim = kLatentDim;              // V = the first 512 columns of a KV row
 
 // Limits every backend supports; kernels may declare narrower ones (see supports()).
 inline constexpr int kMaxTreeSize = 1024;  // T_b: tree nodes per request
 inline constexpr int kMaxHeads = 128;      // H: query heads per call
 inline constexpr int kMaxPageSize = 128;   // page_size: a power of two in [1, kMaxPageSize]
+
+// page_size is a power of two in [1, kMaxPageSize].
+inline constexpr bool is_valid_page_size(int32_t page_size) {
+  return page_size >= 1 && page_size <= kMaxPageSize && (page_size & (page_size - 1)) == 0;
+}
 
 enum class DType : int32_t { kBF16 = 0, kFP16 = 1 };
 

@@ -22,10 +22,10 @@
 namespace treeverify {
 
 struct VerifyProblem {
-  int32_t batch_size = 0;  // B >= 0
-  int32_t num_heads = 0;   // H in [1, kMaxHeads]
-  int32_t page_size = 0;   // a power of two in [1, kMaxPageSize]
-  int64_t num_pages = 0;   // pages in the KV pool
+  int32_t batch_size = 0;      // B >= 0
+  int32_t num_heads = 0;       // H in [1, kMaxHeads]
+  int32_t page_size = 0;       // a power of two in [1, kMaxPageSize]
+  int64_t num_pages = 0;       // pages in the KV pool
   DType dtype = DType::kBF16;  // of q, kv_cache and out
   float softmax_scale = 0.f;   // finite
 
@@ -41,19 +41,19 @@ struct VerifyProblem {
 
 // Strides are in elements; the last dimension is always contiguous.
 struct VerifyTensors {
-  const void* q = nullptr;         // [total_q, H, 576] dtype
-  int64_t q_stride_token = 0;      // 0 means contiguous: H * 576
-  int64_t q_stride_head = 0;       // 0 means contiguous: 576
-  const void* kv_cache = nullptr;  // [num_pages, page_size, 576] dtype, contiguous
+  const void* q = nullptr;                   // [total_q, H, 576] dtype
+  int64_t q_stride_token = 0;                // 0 means contiguous: H * 576
+  int64_t q_stride_head = 0;                 // 0 means contiguous: 576
+  const void* kv_cache = nullptr;            // [num_pages, page_size, 576] dtype, contiguous
   const int32_t* qo_indptr = nullptr;        // [B+1] int32, same values as the problem's
   const int32_t* kv_len = nullptr;           // [B] int32, same values as the problem's
   const int32_t* kv_page_indptr = nullptr;   // [B+1] int32, same values as the problem's
   const int32_t* kv_page_indices = nullptr;  // [nnz] int32, same values as the problem's
   const int32_t* parents = nullptr;          // [total_q] int32, same values as the problem's
-  void* out = nullptr;             // [total_q, H, 512] dtype
-  int64_t out_stride_token = 0;    // 0 means contiguous: H * 512
-  int64_t out_stride_head = 0;     // 0 means contiguous: 512
-  float* lse = nullptr;            // [total_q, H] fp32, may be null
+  void* out = nullptr;                       // [total_q, H, 512] dtype
+  int64_t out_stride_token = 0;              // 0 means contiguous: H * 512
+  int64_t out_stride_head = 0;               // 0 means contiguous: 512
+  float* lse = nullptr;                      // [total_q, H] fp32, may be null
 };
 
 enum class Backend : int32_t {
@@ -69,8 +69,8 @@ Status parse_backend(const std::string& name, Backend* backend);
 
 struct PlanOptions {
   Backend backend = Backend::kAuto;
-  int device = -1;         // CUDA device ordinal; -1 means the current device
-  int num_threads = 0;     // CPU backends: 0 means all hardware threads
+  int device = -1;      // CUDA device ordinal; -1 means the current device
+  int num_threads = 0;  // CPU backends: 0 means all hardware threads
   // Round softmax probabilities to the input dtype before P.V, as the GPU kernels do; the
   // CPU backends use this to compare like with like. Off means P stays in full precision.
   bool round_p = false;
@@ -109,8 +109,8 @@ Status plan(const VerifyProblem& problem, const PlanOptions& options, Plan* plan
 // split partials, so runs that share one workspace must be ordered (one stream, or events).
 // Argument errors are found before anything is launched, and then nothing is written to out
 // or lse; a CUDA launch failure part-way is reported as kCudaError.
-Status run(const Plan& plan, const VerifyTensors& tensors, void* workspace,
-           size_t workspace_bytes, void* stream = nullptr);
+Status run(const Plan& plan, const VerifyTensors& tensors, void* workspace, size_t workspace_bytes,
+           void* stream = nullptr);
 
 // Whether plan() would succeed, with the reason when not (the same selection code answers).
 Status supports(const VerifyProblem& problem, const PlanOptions& options);

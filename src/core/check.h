@@ -22,23 +22,23 @@ inline Status make_check_error(StatusCode code, const char* arg, const char* con
 
 // Returns kInvalidArgument from the enclosing function unless `cond` holds.
 // Usage: TV_REQUIRE(p < i, "parents", "request {} node {}: parent = {}", b, i, p);
-#define TV_REQUIRE(cond, arg, ...)                                                    \
-  do {                                                                                \
-    if (!(cond))                                                                      \
-      return ::treeverify::detail::make_check_error(                                  \
-          ::treeverify::StatusCode::kInvalidArgument, arg, #cond, fmt::format(__VA_ARGS__)); \
+#define TV_REQUIRE(cond, arg, ...)                                                              \
+  do {                                                                                          \
+    if (!(cond))                                                                                \
+      return ::treeverify::detail::make_check_error(::treeverify::StatusCode::kInvalidArgument, \
+                                                    arg, #cond, fmt::format(__VA_ARGS__));      \
   } while (0)
 
 // The same with another code, e.g. kUnsupported for valid input no kernel handles.
-#define TV_REQUIRE_CODE(code, cond, arg, ...)                                                  \
-  do {                                                                                         \
-    if (!(cond))                                                                               \
+#define TV_REQUIRE_CODE(code, cond, arg, ...)                                                    \
+  do {                                                                                           \
+    if (!(cond))                                                                                 \
       return ::treeverify::detail::make_check_error(code, arg, #cond, fmt::format(__VA_ARGS__)); \
   } while (0)
 
 // Propagates a non-ok Status.
-#define TV_RETURN_IF_ERROR(expr)            \
-  do {                                      \
-    ::treeverify::Status _tv_s = (expr);    \
-    if (!_tv_s.ok()) return _tv_s;          \
+#define TV_RETURN_IF_ERROR(expr)         \
+  do {                                   \
+    ::treeverify::Status _tv_s = (expr); \
+    if (!_tv_s.ok()) return _tv_s;       \
   } while (0)

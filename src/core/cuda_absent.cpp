@@ -25,8 +25,8 @@ std::vector<DeviceInfo> cuda_list_devices(std::string* note) {
 
 Status cuda_device_info(int, DeviceInfo*) { return Status(StatusCode::kUnsupported, kNoCuda); }
 
-Status cuda_plan(const VerifyProblem&, const ProblemSummary&, const PlanOptions&,
-                 const DeviceInfo&, Plan*) {
+Status cuda_plan(const VerifyProblem&, const ProblemSummary&, const PlanOptions&, const DeviceInfo&,
+                 Plan*) {
   return Status(StatusCode::kUnsupported, kNoCuda);
 }
 
@@ -38,8 +38,8 @@ Status cuda_merge_state(const MergeStateArgs&, void*) {
   return Status(StatusCode::kUnsupported, std::string("merge_state_cuda: ") + kNoCuda);
 }
 
-Status cuda_commit_kv_paged(const PagedKvCommit&, const AcceptedPaths&,
-                            const PagedKvCommitDevice&, void*) {
+Status cuda_commit_kv_paged(const PagedKvCommit&, const AcceptedPaths&, const PagedKvCommitDevice&,
+                            void*) {
   return Status(StatusCode::kUnsupported, std::string("commit_kv_paged_cuda: ") + kNoCuda);
 }
 

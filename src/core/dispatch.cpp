@@ -92,8 +92,8 @@ Status plan(const VerifyProblem& problem, const PlanOptions& options, Plan* out)
   return Status::Ok();
 }
 
-Status run(const Plan& plan, const VerifyTensors& tensors, void* workspace,
-           size_t workspace_bytes, void* stream) {
+Status run(const Plan& plan, const VerifyTensors& tensors, void* workspace, size_t workspace_bytes,
+           void* stream) {
   TV_RETURN_IF_ERROR(detail::validate_tensors(plan, tensors));
   switch (plan.backend) {
     case Backend::kCpuReference:
@@ -122,9 +122,9 @@ Status verify_cpu(const VerifyProblem& problem, const VerifyTensors& tensors,
                   const PlanOptions& options) {
   PlanOptions cpu_options = options;
   if (cpu_options.backend == Backend::kAuto) cpu_options.backend = Backend::kCpuFast;
-  TV_REQUIRE(cpu_options.backend == Backend::kCpuFast ||
-                 cpu_options.backend == Backend::kCpuReference,
-             "options.backend", "{} is not a CPU backend", backend_name(cpu_options.backend));
+  TV_REQUIRE(
+      cpu_options.backend == Backend::kCpuFast || cpu_options.backend == Backend::kCpuReference,
+      "options.backend", "{} is not a CPU backend", backend_name(cpu_options.backend));
   Plan p;
   TV_RETURN_IF_ERROR(plan(problem, cpu_options, &p));
   return run(p, tensors, nullptr, 0, nullptr);

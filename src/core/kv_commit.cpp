@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/cuda_backend.h"
+#include "core/tree_checks.h"
 #include "treeverify/ddtree.h"
 #include "treeverify/tree.h"
 #include "treeverify/types.h"
@@ -45,27 +46,14 @@ Status validate_paths(std::span<const int32_t> qo_indptr, std::span<const int32_
   return Status::Ok();
 }
 
-Status validate_request_lengths(std::span<const int32_t> qo_indptr,
-                                std::span<const int32_t> kv_len) {
-  const size_t batch = qo_indptr.size() - 1;
-  TV_REQUIRE(kv_len.size() == batch, "kv_len", "has {} entries for {} requests", kv_len.size(),
-             batch);
-  for (size_t b = 0; b < batch; ++b) {
-    TV_REQUIRE(kv_len[b] >= qo_indptr[b + 1] - qo_indptr[b], "kv_len",
-               "request {}: kv_len = {}, T_b = {}", b, kv_len[b], qo_indptr[b + 1] - qo_indptr[b]);
-  }
-  return Status::Ok();
-}
-
 // Every check of a paged commit, against a pool of num_pages pages; shared by the host and
 // the device commit so both accept exactly the same inputs.
 Status validate_paged_commit(const PagedKvCommit& args, const AcceptedPaths& accepted,
                              int64_t num_pages) {
   TV_RETURN_IF_ERROR(validate_paths(args.qo_indptr, args.parents, accepted));
-  TV_RETURN_IF_ERROR(validate_request_lengths(args.qo_indptr, args.kv_len));
+  TV_RETURN_IF_ERROR(detail::validate_kv_len(args.qo_indptr, args.kv_len));
   const int32_t page_size = args.page_size;
-  TV_REQUIRE(page_size >= 1 && page_size <= kMaxPageSize && (page_size & (page_size - 1)) == 0,
-             "page_size", "page_size = {}", page_size);
+  TV_REQUIRE(is_valid_page_size(page_size), "page_size", "page_size = {}", page_size);
   const size_t batch = args.qo_indptr.size() - 1;
   TV_REQUIRE(args.kv_page_indptr.size() == batch + 1, "kv_page_indptr",
              "has {} entries for {} requests", args.kv_page_indptr.size(), batch);
@@ -105,8 +93,7 @@ Status commit_kv_paged(const PagedKvCommit& args, const AcceptedPaths& accepted,
                        std::vector<int32_t>* new_kv_len) {
   // The pool size comes from the cache span, which needs a valid page size to divide by.
   const int32_t page_size = args.page_size;
-  TV_REQUIRE(page_size >= 1 && page_size <= kMaxPageSize && (page_size & (page_size - 1)) == 0,
-             "page_size", "page_size = {}", page_size);
+  TV_REQUIRE(is_valid_page_size(page_size), "page_size", "page_size = {}", page_size);
   const size_t page_elems = static_cast<size_t>(page_size) * kQKDim;
   TV_REQUIRE(args.kv_cache.size() % page_elems == 0, "kv_cache",
              "has {} elements, not a multiple of page_size * 576 = {}", args.kv_cache.size(),
@@ -155,7 +142,7 @@ Status commit_slots(std::span<const int32_t> slot_indptr, std::span<const int32_
                     std::span<const int32_t> parents, const AcceptedPaths& accepted,
                     SlotCommitResult* result) {
   TV_RETURN_IF_ERROR(validate_paths(qo_indptr, parents, accepted));
-  TV_RETURN_IF_ERROR(validate_request_lengths(qo_indptr, kv_len));
+  TV_RETURN_IF_ERROR(detail::validate_kv_len(qo_indptr, kv_len));
   const size_t batch = qo_indptr.size() - 1;
   TV_REQUIRE(slot_indptr.size() == batch + 1, "slot_indptr", "has {} entries for {} requests",
              slot_indptr.size(), batch);

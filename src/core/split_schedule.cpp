@@ -19,8 +19,8 @@ SplitSchedule plan_split_schedule(const SplitScheduleInput& in) {
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t rows = static_cast<int64_t>(in.qo_indptr[b + 1] - in.qo_indptr[b]) * in.num_heads;
     if (rows == 0) continue;
-    best.max_row_blocks =
-        std::max<int32_t>(best.max_row_blocks, static_cast<int32_t>(ceil_div(rows, in.rows_per_cta)));
+    best.max_row_blocks = std::max<int32_t>(best.max_row_blocks,
+                                            static_cast<int32_t>(ceil_div(rows, in.rows_per_cta)));
     max_tiles = std::max(max_tiles, ceil_div(in.kv_len[b], in.tile_tokens));
   }
   if (max_tiles == 0) {
@@ -51,7 +51,8 @@ SplitSchedule plan_split_schedule(const SplitScheduleInput& in) {
     }
     const double waves = std::ceil(static_cast<double>(ctas) / in.concurrent_ctas);
     // The combine pass reads every partial once: about one tile-time when split at all.
-    const double cost = waves * (static_cast<double>(c) + in.cta_overhead_tiles) + (split ? 1.0 : 0.0);
+    const double cost =
+        waves * (static_cast<double>(c) + in.cta_overhead_tiles) + (split ? 1.0 : 0.0);
     if (cost < best_cost - 1e-9) {  // strict: ties keep the longer chunk seen first
       best_cost = cost;
       best.chunk_tokens = static_cast<int32_t>(c * in.tile_tokens);

@@ -19,11 +19,11 @@ struct SplitScheduleInput {
 };
 
 struct SplitSchedule {
-  int32_t chunk_tokens = 0;   // a multiple of tile_tokens
-  int32_t num_chunks = 1;     // the most chunks of any request: grid.y
-  int32_t max_row_blocks = 0; // the most row blocks of any request: grid.x
-  int64_t num_ctas = 0;       // CTAs that do work
-  double est_tile_times = 0;  // modelled makespan, in tile-times of one CTA
+  int32_t chunk_tokens = 0;    // a multiple of tile_tokens
+  int32_t num_chunks = 1;      // the most chunks of any request: grid.y
+  int32_t max_row_blocks = 0;  // the most row blocks of any request: grid.x
+  int64_t num_ctas = 0;        // CTAs that do work
+  double est_tile_times = 0;   // modelled makespan, in tile-times of one CTA
 };
 
 // Chooses the chunk length that minimises the modelled makespan: waves of concurrent CTAs,

@@ -8,12 +8,18 @@ namespace treeverify {
 
 const char* status_code_name(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kUnsupported: return "unsupported";
-    case StatusCode::kNoDevice: return "no device";
-    case StatusCode::kCudaError: return "CUDA error";
-    case StatusCode::kInternal: return "internal error";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kUnsupported:
+      return "unsupported";
+    case StatusCode::kNoDevice:
+      return "no device";
+    case StatusCode::kCudaError:
+      return "CUDA error";
+    case StatusCode::kInternal:
+      return "internal error";
   }
   return "unknown status";
 }
@@ -25,18 +31,24 @@ std::string Status::to_string() const {
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kBF16: return "bf16";
-    case DType::kFP16: return "fp16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kFP16:
+      return "fp16";
   }
   return "unknown dtype";
 }
 
 const char* backend_name(Backend backend) {
   switch (backend) {
-    case Backend::kAuto: return "auto";
-    case Backend::kCpuReference: return "cpu-reference";
-    case Backend::kCpuFast: return "cpu-fast";
-    case Backend::kCudaMma: return "cuda-mma";
+    case Backend::kAuto:
+      return "auto";
+    case Backend::kCpuReference:
+      return "cpu-reference";
+    case Backend::kCpuFast:
+      return "cpu-fast";
+    case Backend::kCudaMma:
+      return "cuda-mma";
   }
   return "unknown backend";
 }
@@ -48,8 +60,9 @@ Status parse_backend(const std::string& name, Backend* backend) {
       return Status::Ok();
     }
   }
-  return Status(StatusCode::kInvalidArgument,
-                "unknown backend '" + name + "' (expected auto, cpu-reference, cpu-fast or cuda-mma)");
+  return Status(
+      StatusCode::kInvalidArgument,
+      "unknown backend '" + name + "' (expected auto, cpu-reference, cpu-fast or cuda-mma)");
 }
 
 }  // namespace treeverify

@@ -4,8 +4,8 @@
 #include <cblas.h>
 
 #include "build_config.h"
-#include "git_commit.h"
 #include "core/cuda_backend.h"
+#include "git_commit.h"
 
 namespace treeverify {
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/tree_checks.h"
 #include "treeverify/types.h"
 
 namespace treeverify {
@@ -28,6 +29,10 @@ Status validate_indptr(std::span<const int32_t> qo_indptr, size_t total_nodes) {
   return Status::Ok();
 }
 
+}  // namespace
+
+namespace detail {
+
 Status validate_kv_len(std::span<const int32_t> qo_indptr, std::span<const int32_t> kv_len) {
   const size_t batch = qo_indptr.size() - 1;
   TV_REQUIRE(kv_len.size() == batch, "kv_len", "has {} entries for {} requests", kv_len.size(),
@@ -40,7 +45,9 @@ Status validate_kv_len(std::span<const int32_t> qo_indptr, std::span<const int32
   return Status::Ok();
 }
 
-}  // namespace
+}  // namespace detail
+
+using detail::validate_kv_len;
 
 Status validate_trees(std::span<const int32_t> qo_indptr, std::span<const int32_t> parents) {
   TV_RETURN_IF_ERROR(validate_indptr(qo_indptr, parents.size()));

@@ -20,8 +20,6 @@ namespace {
 constexpr int64_t kLoadAlignBytes = 16;
 constexpr int64_t kLoadAlignElems = kLoadAlignBytes / 2;  // 16-bit elements per 16 bytes
 
-bool is_power_of_two(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
-
 bool aligned(const void* p, int64_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
 }
@@ -60,8 +58,7 @@ Status validate_problem(const VerifyProblem& p, ProblemSummary* summary) {
   TV_REQUIRE(p.batch_size >= 0, "batch_size", "batch_size = {}", p.batch_size);
   TV_REQUIRE(p.num_heads >= 1 && p.num_heads <= kMaxHeads, "num_heads", "num_heads = {}",
              p.num_heads);
-  TV_REQUIRE(is_power_of_two(p.page_size) && p.page_size <= kMaxPageSize, "page_size",
-             "page_size = {}", p.page_size);
+  TV_REQUIRE(is_valid_page_size(p.page_size), "page_size", "page_size = {}", p.page_size);
   TV_REQUIRE(p.num_pages >= 0, "num_pages", "num_pages = {}", p.num_pages);
   TV_REQUIRE(p.dtype == DType::kBF16 || p.dtype == DType::kFP16, "dtype", "dtype = {}",
              static_cast<int32_t>(p.dtype));

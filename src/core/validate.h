@@ -9,12 +9,12 @@ namespace treeverify::detail {
 
 // Facts about a valid problem that planning needs.
 struct ProblemSummary {
-  int32_t total_q = 0;      // qo_indptr[B]
-  int32_t max_tree = 0;     // max T_b
-  int64_t nnz_pages = 0;    // kv_page_indptr[B]
-  int64_t max_kv_len = 0;   // max L_b + T_b
-  int64_t max_prefix = 0;   // max L_b
-  int64_t total_kv = 0;     // sum of kv_len
+  int32_t total_q = 0;     // qo_indptr[B]
+  int32_t max_tree = 0;    // max T_b
+  int64_t nnz_pages = 0;   // kv_page_indptr[B]
+  int64_t max_kv_len = 0;  // max L_b + T_b
+  int64_t max_prefix = 0;  // max L_b
+  int64_t total_kv = 0;    // sum of kv_len
 };
 
 // Every check on the host metadata: sizes and limits, CSR monotonicity, page ids in range,

@@ -46,10 +46,14 @@ template <typename T>
 cudaError_t launch_main(VariantId v, const cuda::mma::VerifyKernelParams& kp, dim3 grid,
                         cudaStream_t stream) {
   switch (v) {
-    case VariantId::kLarge2: return cuda::mma::launch_verify<T, cuda::mma::VariantLarge2>(kp, grid, stream);
-    case VariantId::kLarge3: return cuda::mma::launch_verify<T, cuda::mma::VariantLarge3>(kp, grid, stream);
-    case VariantId::kLarge4: return cuda::mma::launch_verify<T, cuda::mma::VariantLarge4>(kp, grid, stream);
-    case VariantId::kSmall: return cuda::mma::launch_verify<T, cuda::mma::VariantSmall>(kp, grid, stream);
+    case VariantId::kLarge2:
+      return cuda::mma::launch_verify<T, cuda::mma::VariantLarge2>(kp, grid, stream);
+    case VariantId::kLarge3:
+      return cuda::mma::launch_verify<T, cuda::mma::VariantLarge3>(kp, grid, stream);
+    case VariantId::kLarge4:
+      return cuda::mma::launch_verify<T, cuda::mma::VariantLarge4>(kp, grid, stream);
+    case VariantId::kSmall:
+      return cuda::mma::launch_verify<T, cuda::mma::VariantSmall>(kp, grid, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -68,10 +72,14 @@ VariantFacts variant_facts(VariantId v, DType dtype) {
     return VariantFacts{V::kRows, V::kSmemBytes, ctas, name};
   };
   switch (v) {
-    case VariantId::kLarge2: return facts(VariantLarge2{}, "r32-s2");
-    case VariantId::kLarge3: return facts(VariantLarge3{}, "r32-s3");
-    case VariantId::kLarge4: return facts(VariantLarge4{}, "r32-s4");
-    case VariantId::kSmall: break;
+    case VariantId::kLarge2:
+      return facts(VariantLarge2{}, "r32-s2");
+    case VariantId::kLarge3:
+      return facts(VariantLarge3{}, "r32-s3");
+    case VariantId::kLarge4:
+      return facts(VariantLarge4{}, "r32-s4");
+    case VariantId::kSmall:
+      break;
   }
   return facts(VariantSmall{}, "r16-s2");
 }
@@ -83,12 +91,15 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   const int sm = device.cc_major * 10 + device.cc_minor;
   const std::string where = fmt::format("device {} '{}' (sm_{})", device.ordinal, device.name, sm);
   std::string compiled;
-  for (int a : cuda_compiled_archs()) compiled += fmt::format("{}sm_{}", compiled.empty() ? "" : ",", a);
+  for (int a : cuda_compiled_archs())
+    compiled += fmt::format("{}sm_{}", compiled.empty() ? "" : ",", a);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, sm >= 80, "device",
-                  "{}: the portable kernel needs mma.sync bf16 and cp.async (sm_80 or newer)", where);
+                  "{}: the portable kernel needs mma.sync bf16 and cp.async (sm_80 or newer)",
+                  where);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, device.has_kernel_code, "device",
                   "{} has no code in this build (compiled for {}); rebuild with "
-                  "TREEVERIFY_CUDA_ARCHS including {}", where, compiled, sm);
+                  "TREEVERIFY_CUDA_ARCHS including {}",
+                  where, compiled, sm);
   const int config_arch = options.force_config_arch > 0 ? options.force_config_arch : sm;
   const int large_stages = cuda::mma::large_stages_for_arch(config_arch);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, large_stages >= 2 && large_stages <= 4,
@@ -107,11 +118,13 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   (void)cudaSetDevice(device.ordinal);
   const VariantFacts facts = variant_facts(variant, problem.dtype);
   (void)cudaSetDevice(previous);
-  TV_REQUIRE_CODE(StatusCode::kUnsupported,
-                  facts.ctas_per_sm > 0 && static_cast<size_t>(facts.smem) <= device.smem_per_block_optin,
-                  options.force_config_arch > 0 ? "options.force_config_arch" : "device",
-                  "the sm_{} configuration ({}) needs {} bytes of shared memory per block; {} "
-                  "allows {}", config_arch, facts.name, facts.smem, where, device.smem_per_block_optin);
+  TV_REQUIRE_CODE(
+      StatusCode::kUnsupported,
+      facts.ctas_per_sm > 0 && static_cast<size_t>(facts.smem) <= device.smem_per_block_optin,
+      options.force_config_arch > 0 ? "options.force_config_arch" : "device",
+      "the sm_{} configuration ({}) needs {} bytes of shared memory per block; {} "
+      "allows {}",
+      config_arch, facts.name, facts.smem, where, device.smem_per_block_optin);
 
   SplitScheduleInput in;
   in.qo_indptr = {problem.qo_indptr, static_cast<size_t>(problem.batch_size) + 1};
@@ -131,19 +144,21 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   plan->variant = static_cast<int32_t>(variant);
   plan->chunk_tokens = sched.chunk_tokens;
   plan->num_chunks = sched.num_chunks;
-  plan->kernel = fmt::format("cuda-mma/{}/{}/sm{}-config", dtype_name(problem.dtype), facts.name,
-                             config_arch);
+  plan->kernel =
+      fmt::format("cuda-mma/{}/{}/sm{}-config", dtype_name(problem.dtype), facts.name, config_arch);
   plan->reason = fmt::format(
-      "{} runs sm_{} code; {} row block(s) x {} chunk(s) of {} tokens = {} CTAs, {} per SM",
-      where, device.kernel_arch, sched.max_row_blocks, sched.num_chunks, sched.chunk_tokens,
+      "{} runs sm_{} code; {} row block(s) x {} chunk(s) of {} tokens = {} CTAs, {} per SM", where,
+      device.kernel_arch, sched.max_row_blocks, sched.num_chunks, sched.chunk_tokens,
       sched.num_ctas, facts.ctas_per_sm);
   plan->workspace_bytes = workspace_layout(*plan).total();
   return Status::Ok();
 }
 
-Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_t, void* stream_ptr) {
+Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_t,
+                void* stream_ptr) {
   int device = -1;
-  if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return cuda_error("cudaGetDevice", err);
+  if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
+    return cuda_error("cudaGetDevice", err);
   TV_REQUIRE(device == plan.device, "plan", "made for device {}, but the current device is {}",
              plan.device, device);
   if (plan.total_q == 0) return Status::Ok();
@@ -163,7 +178,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   char* ws = static_cast<char*>(workspace);
   auto* mask = reinterpret_cast<uint32_t*>(ws);
   auto* part_out = reinterpret_cast<float*>(ws + align_up(w.mask_bytes));
-  auto* part_lse = reinterpret_cast<float*>(ws + align_up(w.mask_bytes) + align_up(w.part_out_bytes));
+  auto* part_lse =
+      reinterpret_cast<float*>(ws + align_up(w.mask_bytes) + align_up(w.part_out_bytes));
   const int32_t words = mask_words(plan.max_tree);
   const int64_t rows = static_cast<int64_t>(plan.total_q) * plan.num_heads;
 
@@ -224,7 +240,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
         .lse = t.lse,
     };
     cuda::launch_combine(cp, plan.dtype, stream);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("combine launch", e);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+      return cuda_error("combine launch", e);
   }
   return Status::Ok();
 }
@@ -237,12 +254,17 @@ Status cuda_merge_state(const MergeStateArgs& a, void* stream) {
   if (a.num_rows == 0) return Status::Ok();
   TV_REQUIRE(a.v_a && a.s_a && a.v_b && a.s_b && a.v_out, "v_a/s_a/v_b/s_b/v_out",
              "a required pointer is null");
-  for (auto [ptr, name] : {std::pair<const void*, const char*>{a.v_a, "v_a"}, {a.s_a, "s_a"},
-                           {a.v_b, "v_b"}, {a.s_b, "s_b"}, {a.v_out, "v_out"}, {a.s_out, "s_out"}})
+  for (auto [ptr, name] : {std::pair<const void*, const char*>{a.v_a, "v_a"},
+                           {a.s_a, "s_a"},
+                           {a.v_b, "v_b"},
+                           {a.s_b, "s_b"},
+                           {a.v_out, "v_out"},
+                           {a.s_out, "s_out"}})
     TV_RETURN_IF_ERROR(require_device_pointer(ptr, name));
   cuda::launch_merge_state(a.dtype, a.num_rows, a.head_dim, a.v_a, a.s_a, a.v_b, a.s_b, a.v_out,
                            a.s_out, static_cast<cudaStream_t>(stream));
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("merge_state launch", e);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    return cuda_error("merge_state launch", e);
   return Status::Ok();
 }
 

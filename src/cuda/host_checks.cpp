@@ -8,8 +8,8 @@
 namespace treeverify::detail {
 
 Status cuda_error(const char* what, cudaError_t err) {
-  return Status(StatusCode::kCudaError, fmt::format("{}: {} ({})", what, cudaGetErrorString(err),
-                                                    cudaGetErrorName(err)));
+  return Status(StatusCode::kCudaError,
+                fmt::format("{}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));
 }
 
 Status require_device_pointer(const void* ptr, const char* arg, bool required) {

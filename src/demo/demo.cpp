@@ -115,15 +115,16 @@ int32_t compare(const std::vector<int32_t>& a, const std::vector<float>& rows_a,
   *max_diff = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
     for (int32_t v = 0; v < vocab; ++v) {
-      *max_diff = std::max(*max_diff, static_cast<double>(std::fabs(rows_a[i * vocab + v] -
-                                                                    rows_b[i * vocab + v])));
+      *max_diff = std::max(
+          *max_diff, static_cast<double>(std::fabs(rows_a[i * vocab + v] - rows_b[i * vocab + v])));
     }
     if (a[i] != b[i]) {
       mismatch = static_cast<int32_t>(i);
       break;
     }
   }
-  if (mismatch < 0 && a.size() != b.size()) mismatch = static_cast<int32_t>(std::min(a.size(), b.size()));
+  if (mismatch < 0 && a.size() != b.size())
+    mismatch = static_cast<int32_t>(std::min(a.size(), b.size()));
   return mismatch;
 }
 
@@ -140,13 +141,17 @@ Status run_demo(const DemoOptions& o, DemoReport* report) {
   const Weights target = make_weights(mc, o.seed);
   const Weights drafter = perturb(target, o.draft_noise, o.seed ^ kDrafterSalt);
   std::mt19937_64 rng(o.seed ^ kPromptSalt);
-  for (int32_t i = 0; i < o.prompt_len; ++i) r.prompt.push_back(static_cast<int32_t>(rng() % mc.vocab));
+  for (int32_t i = 0; i < o.prompt_len; ++i)
+    r.prompt.push_back(static_cast<int32_t>(rng() % mc.vocab));
 
-  StoreOptions so{.layers = mc.layers, .heads = mc.heads, .softmax_scale = softmax_scale(mc),
+  StoreOptions so{.layers = mc.layers,
+                  .heads = mc.heads,
+                  .softmax_scale = softmax_scale(mc),
                   .dtype = mc.dtype,
                   .page_size = o.page_size,
                   .capacity = o.prompt_len + o.tokens + std::max(o.budget, o.draft_depth) + 1,
-                  .seed = o.seed, .plan = {}};
+                  .seed = o.seed,
+                  .plan = {}};
   so.plan.backend = o.backend;
   so.plan.round_p = o.round_p;
   std::unique_ptr<KvStore> spec, draft_store, plain;
@@ -164,15 +169,20 @@ Status run_demo(const DemoOptions& o, DemoReport* report) {
   std::vector<int32_t> ids;
   TV_RETURN_IF_ERROR(chain_pass(target, spec.get(), std::span(seq).first(seq.size() - 1), &logits));
   while (static_cast<int32_t>(r.speculative.size()) < o.tokens) {
-    TV_RETURN_IF_ERROR(draft(drafter, draft_store.get(), seq, o.draft_depth, o.draft_top_k, &lp, &ids));
+    TV_RETURN_IF_ERROR(
+        draft(drafter, draft_store.get(), seq, o.draft_depth, o.draft_top_k, &lp, &ids));
     DraftTree tree;
-    const DraftTopK topk{.depth = o.draft_depth, .top_k = o.draft_top_k, .log_probs = lp,
-                         .token_ids = ids, .root_token = seq.back()};
+    const DraftTopK topk{.depth = o.draft_depth,
+                         .top_k = o.draft_top_k,
+                         .log_probs = lp,
+                         .token_ids = ids,
+                         .root_token = seq.back()};
     TV_RETURN_IF_ERROR(build_tree(topk, o.budget, &tree));
     TV_RETURN_IF_ERROR(forward(target, spec.get(), tree.tokens, tree.parents, &logits));
     const int32_t t = static_cast<int32_t>(tree.tokens.size());
     std::vector<int32_t> best(t);
-    for (int32_t i = 0; i < t; ++i) best[i] = argmax(&logits[static_cast<size_t>(i) * vocab], vocab);
+    for (int32_t i = 0; i < t; ++i)
+      best[i] = argmax(&logits[static_cast<size_t>(i) * vocab], vocab);
     AcceptedPaths acc;
     const int32_t qo[2] = {0, t};
     TV_RETURN_IF_ERROR(verify_greedy(qo, tree.parents, tree.tokens, best, &acc));
@@ -189,7 +199,9 @@ Status run_demo(const DemoOptions& o, DemoReport* report) {
     }
     ++r.steps;
     if (o.on_step) {
-      o.on_step({.step = r.steps, .tree_size = t, .emitted = emitted,
+      o.on_step({.step = r.steps,
+                 .tree_size = t,
+                 .emitted = emitted,
                  .total = static_cast<int32_t>(r.speculative.size()),
                  .acceptance_length = static_cast<double>(r.speculative.size()) / r.steps});
     }
@@ -200,24 +212,30 @@ Status run_demo(const DemoOptions& o, DemoReport* report) {
   r.backend = spec->describe();
 
   std::vector<float> greedy_rows, dense_rows;
-  TV_RETURN_IF_ERROR(greedy_decode(target, plain.get(), r.prompt, o.tokens, &r.greedy, &greedy_rows));
-  r.first_mismatch = compare(r.speculative, spec_rows, r.greedy, greedy_rows, vocab, &r.max_logit_diff);
+  TV_RETURN_IF_ERROR(
+      greedy_decode(target, plain.get(), r.prompt, o.tokens, &r.greedy, &greedy_rows));
+  r.first_mismatch =
+      compare(r.speculative, spec_rows, r.greedy, greedy_rows, vocab, &r.max_logit_diff);
   r.greedy_equal = r.first_mismatch < 0;
   r.dense_equal = true;
   if (o.check_dense) {
     so.seed = o.seed + 3;
     const auto dense = make_dense_store(so);
-    TV_RETURN_IF_ERROR(greedy_decode(target, dense.get(), r.prompt, o.tokens, &r.dense, &dense_rows));
-    const int32_t m = compare(r.greedy, greedy_rows, r.dense, dense_rows, vocab, &r.max_logit_diff_dense);
+    TV_RETURN_IF_ERROR(
+        greedy_decode(target, dense.get(), r.prompt, o.tokens, &r.dense, &dense_rows));
+    const int32_t m =
+        compare(r.greedy, greedy_rows, r.dense, dense_rows, vocab, &r.max_logit_diff_dense);
     r.dense_equal = m < 0;
     if (r.first_mismatch < 0) r.first_mismatch = m;
   }
   r.min_margin = INFINITY;
   for (int32_t i = 0; i < o.tokens; ++i) {
-    r.min_margin = std::min(r.min_margin, top2_margin(&greedy_rows[static_cast<size_t>(i) * vocab], vocab));
+    r.min_margin =
+        std::min(r.min_margin, top2_margin(&greedy_rows[static_cast<size_t>(i) * vocab], vocab));
   }
   if (r.first_mismatch >= 0) {
-    r.mismatch_margin = top2_margin(&greedy_rows[static_cast<size_t>(r.first_mismatch) * vocab], vocab);
+    r.mismatch_margin =
+        top2_margin(&greedy_rows[static_cast<size_t>(r.first_mismatch) * vocab], vocab);
   }
   r.passed = r.greedy_equal && r.dense_equal;
   *report = std::move(r);

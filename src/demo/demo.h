@@ -23,10 +23,10 @@
 namespace treeverify::demo {
 
 struct StepReport {
-  int32_t step = 0;       // 1-based
-  int32_t tree_size = 0;  // nodes verified, root included
-  int32_t emitted = 0;    // tokens this step: accepted drafts + the bonus token
-  int32_t total = 0;      // tokens generated so far
+  int32_t step = 0;              // 1-based
+  int32_t tree_size = 0;         // nodes verified, root included
+  int32_t emitted = 0;           // tokens this step: accepted drafts + the bonus token
+  int32_t total = 0;             // tokens generated so far
   double acceptance_length = 0;  // mean emitted per step so far
 };
 
@@ -51,9 +51,9 @@ struct DemoOptions {
 struct DemoReport {
   std::vector<int32_t> prompt;
   std::vector<int32_t> speculative, greedy, dense;  // generated tokens (dense: if checked)
-  int32_t steps = 0;              // speculative steps (target passes)
-  double acceptance_length = 0;   // tokens per speculative step
-  std::string backend;            // backend and kernel of the target's verify calls
+  int32_t steps = 0;                                // speculative steps (target passes)
+  double acceptance_length = 0;                     // tokens per speculative step
+  std::string backend;  // backend and kernel of the target's verify calls
   // Equality: speculative == greedy, and greedy == dense when checked.
   bool greedy_equal = false, dense_equal = false, passed = false;
   // Where the first disagreement is (index into the generated tokens, -1 if none), and the

@@ -28,7 +28,8 @@ class DenseKvStore final : public KvStore {
   }
 
   Status write_rows(int32_t layer, std::span<const uint16_t> rows) override {
-    std::copy(rows.begin(), rows.end(), rows_[layer].begin() + static_cast<size_t>(length_) * kQKDim);
+    std::copy(rows.begin(), rows.end(),
+              rows_[layer].begin() + static_cast<size_t>(length_) * kQKDim);
     return Status::Ok();
   }
 
@@ -52,7 +53,8 @@ class DenseKvStore final : public KvStore {
         for (size_t s = 0; s < seen.size(); ++s) {
           const uint16_t* k = row(layer, seen[s]);
           double dot = 0.0;
-          for (int32_t c = 0; c < kQKDim; ++c) dot += static_cast<double>(qf[c]) * half_to_float(o_.dtype, k[c]);
+          for (int32_t c = 0; c < kQKDim; ++c)
+            dot += static_cast<double>(qf[c]) * half_to_float(o_.dtype, k[c]);
           p[s] = dot * o_.softmax_scale;
           m = std::max(m, p[s]);
         }
@@ -65,7 +67,8 @@ class DenseKvStore final : public KvStore {
           for (int32_t c = 0; c < kLatentDim; ++c) acc[c] += p[s] * half_to_float(o_.dtype, v[c]);
         }
         uint16_t* o = &out[(static_cast<size_t>(i) * o_.heads + h) * kLatentDim];
-        for (int32_t c = 0; c < kLatentDim; ++c) o[c] = float_to_half(o_.dtype, static_cast<float>(acc[c] / sum));
+        for (int32_t c = 0; c < kLatentDim; ++c)
+          o[c] = float_to_half(o_.dtype, static_cast<float>(acc[c] / sum));
       }
     }
     return Status::Ok();

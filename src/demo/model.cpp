@@ -109,9 +109,14 @@ Weights perturb(const Weights& w, float noise, uint64_t seed) {
   for (size_t l = 0; l < out.layers.size(); ++l) {
     LayerWeights& d = out.layers[l];
     const LayerWeights& s = n.layers[l];
-    for (auto [dst, src] : {std::pair{&d.w_dkv, &s.w_dkv}, {&d.w_kr, &s.w_kr}, {&d.w_q, &s.w_q},
-                            {&d.w_uk, &s.w_uk}, {&d.w_uv, &s.w_uv}, {&d.w_o, &s.w_o},
-                            {&d.w_up, &s.w_up}, {&d.w_down, &s.w_down}}) {
+    for (auto [dst, src] : {std::pair{&d.w_dkv, &s.w_dkv},
+                            {&d.w_kr, &s.w_kr},
+                            {&d.w_q, &s.w_q},
+                            {&d.w_uk, &s.w_uk},
+                            {&d.w_uv, &s.w_uv},
+                            {&d.w_o, &s.w_o},
+                            {&d.w_up, &s.w_up},
+                            {&d.w_down, &s.w_down}}) {
       add(*dst, *src);
     }
   }
@@ -188,7 +193,8 @@ Status forward(const Weights& w, KvStore* store, std::span<const int32_t> tokens
   logits->resize(static_cast<size_t>(t) * c.vocab);
   for (int32_t i = 0; i < t; ++i) {
     rmsnorm(&x[i * hd], w.final_norm.data(), hd, h.data());
-    matvec(h.data(), w.lm_head.data(), hd, c.vocab, logits->data() + static_cast<size_t>(i) * c.vocab);
+    matvec(h.data(), w.lm_head.data(), hd, c.vocab,
+           logits->data() + static_cast<size_t>(i) * c.vocab);
   }
   return Status::Ok();
 }

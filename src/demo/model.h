@@ -21,7 +21,7 @@ struct ModelConfig {
   int32_t hidden = 256;
   int32_t layers = 2;
   int32_t heads = 8;
-  int32_t nope_dim = 64;   // per-head q_nope / k_nope width before absorption into 512
+  int32_t nope_dim = 64;    // per-head q_nope / k_nope width before absorption into 512
   int32_t v_head_dim = 64;  // per-head value width after W_UV
   int32_t mlp = 512;
   float rope_base = 10000.f;
@@ -46,7 +46,7 @@ struct LayerWeights {
 
 struct Weights {
   ModelConfig config;
-  std::vector<float> embed;       // [vocab, hidden]
+  std::vector<float> embed;  // [vocab, hidden]
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;  // [hidden]
   std::vector<float> lm_head;     // [hidden, vocab]

@@ -96,21 +96,27 @@ class PagedKvStore final : public KvStore {
 
   Status attend(int32_t layer, std::span<const uint16_t> q, std::span<uint16_t> out) override {
     if (!device_) {
-      const VerifyTensors t{.q = q.data(), .kv_cache = host_pools_[layer].data(),
-                            .qo_indptr = qo_.data(), .kv_len = kv_len_.data(),
+      const VerifyTensors t{.q = q.data(),
+                            .kv_cache = host_pools_[layer].data(),
+                            .qo_indptr = qo_.data(),
+                            .kv_len = kv_len_.data(),
                             .kv_page_indptr = page_indptr_.data(),
-                            .kv_page_indices = pages_.data(), .parents = parents_.data(),
+                            .kv_page_indices = pages_.data(),
+                            .parents = parents_.data(),
                             .out = out.data()};
       return run(plan_, t, nullptr, 0);
     }
     TV_RETURN_IF_ERROR(d_q_.reserve(q.size_bytes()));
     TV_RETURN_IF_ERROR(d_q_.upload(q.data(), q.size_bytes()));
     TV_RETURN_IF_ERROR(d_out_.reserve(out.size_bytes()));
-    const VerifyTensors t{.q = d_q_.get(), .kv_cache = device_pools_[layer]->get(),
-                          .qo_indptr = d_qo_.as<int32_t>(), .kv_len = d_kv_len_.as<int32_t>(),
+    const VerifyTensors t{.q = d_q_.get(),
+                          .kv_cache = device_pools_[layer]->get(),
+                          .qo_indptr = d_qo_.as<int32_t>(),
+                          .kv_len = d_kv_len_.as<int32_t>(),
                           .kv_page_indptr = d_page_indptr_.as<int32_t>(),
                           .kv_page_indices = d_pages_.as<int32_t>(),
-                          .parents = d_parents_.as<int32_t>(), .out = d_out_.get()};
+                          .parents = d_parents_.as<int32_t>(),
+                          .out = d_out_.get()};
     TV_RETURN_IF_ERROR(run(plan_, t, d_workspace_.get(), d_workspace_.size(), nullptr));
     return d_out_.download(out.data(), out.size_bytes());  // synchronizes
   }
@@ -122,15 +128,18 @@ class PagedKvStore final : public KvStore {
     if (o_.page_size == 1) {
       // Token-granular pool: rewrite the slot list, no KV moves (SGLang's req_to_token).
       SlotCommitResult res;
-      TV_RETURN_IF_ERROR(
-          commit_slots(page_indptr_, pages_, kv_len_, qo_, parents_, acc, &res));
+      TV_RETURN_IF_ERROR(commit_slots(page_indptr_, pages_, kv_len_, qo_, parents_, acc, &res));
       pages_ = std::move(res.slots);
       free_pages_.insert(free_pages_.end(), res.freed_slots.begin(), res.freed_slots.end());
       length_ = res.kv_len[0];
       return Status::Ok();
     }
-    PagedKvCommit args{.page_size = o_.page_size, .kv_cache = {}, .kv_page_indptr = page_indptr_,
-                       .kv_page_indices = pages_, .kv_len = kv_len_, .qo_indptr = qo_,
+    PagedKvCommit args{.page_size = o_.page_size,
+                       .kv_cache = {},
+                       .kv_page_indptr = page_indptr_,
+                       .kv_page_indices = pages_,
+                       .kv_len = kv_len_,
+                       .qo_indptr = qo_,
                        .parents = parents_};
     std::vector<int32_t> new_len;
     if (device_) {
@@ -198,8 +207,8 @@ class PagedKvStore final : public KvStore {
   // The open pass's metadata, on the host and (cuda-mma) on the device.
   std::vector<int32_t> parents_, qo_, kv_len_, page_indptr_;
   Plan plan_;
-  DeviceBuffer d_qo_, d_kv_len_, d_page_indptr_, d_pages_, d_parents_, d_q_, d_out_,
-      d_workspace_, d_acc_indptr_, d_acc_nodes_;
+  DeviceBuffer d_qo_, d_kv_len_, d_page_indptr_, d_pages_, d_parents_, d_q_, d_out_, d_workspace_,
+      d_acc_indptr_, d_acc_nodes_;
 };
 
 }  // namespace

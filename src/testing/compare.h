@@ -10,7 +10,7 @@
 namespace treeverify::testing {
 
 struct Comparison {
-  double out_rel_fro = 0;         // ||out - ref|| / ||ref|| over all finite reference entries
+  double out_rel_fro = 0;  // ||out - ref|| / ||ref|| over all finite reference entries
   // The same per row, the worst row: one wrong row among a thousand hides in out_rel_fro.
   // ok() bounds it by kRowTolFactor times the aggregate bound.
   double out_row_rel_max = 0;

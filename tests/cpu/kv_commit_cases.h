@@ -40,7 +40,7 @@ struct PagedBatch {
 // A random root-down path: keep following a random child, stopping early with probability
 // 1/4 at each node; `full` follows the last child (the deepest in a chain) to a leaf.
 inline std::vector<int32_t> random_path(const std::vector<int32_t>& parents, bool full,
-                                 std::mt19937_64& rng) {
+                                        std::mt19937_64& rng) {
   std::vector<int32_t> path = {0};
   for (;;) {
     std::vector<int32_t> kids;
@@ -53,7 +53,7 @@ inline std::vector<int32_t> random_path(const std::vector<int32_t>& parents, boo
 }
 
 inline PagedBatch make_batch(int32_t page_size, const std::vector<int32_t>& tree_sizes, Shape shape,
-                      bool full_paths, std::mt19937_64& rng) {
+                             bool full_paths, std::mt19937_64& rng) {
   PagedBatch pb{.page_size = page_size};
   std::vector<int32_t> pages_per_request;
   for (int32_t n : tree_sizes) {

@@ -55,8 +55,8 @@ TEST(Demo, FastBackendMatchesGreedy) {
       ASSERT_TRUE(s.ok()) << s.to_string();
       if (!r.passed) {
         const double noise = std::max(r.max_logit_diff, r.max_logit_diff_dense);
-        EXPECT_LT(r.mismatch_margin, 4 * noise) << "a mismatch that is not a near-tie: "
-                                                << describe(r);
+        EXPECT_LT(r.mismatch_margin, 4 * noise)
+            << "a mismatch that is not a near-tie: " << describe(r);
       }
       EXPECT_LT(r.max_logit_diff, 0.1);  // a wrong position, mask or commit moves logits O(1)
       EXPECT_GT(r.acceptance_length, 1.5);

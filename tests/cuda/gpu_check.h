@@ -14,9 +14,9 @@
 
 namespace treeverify::testing {
 
-#define TV_SKIP_WITHOUT_GPU()                                     \
-  do {                                                            \
-    std::string why;                                              \
+#define TV_SKIP_WITHOUT_GPU()                                                                   \
+  do {                                                                                          \
+    std::string why;                                                                            \
     if (!::treeverify::testing::cuda_device_available(&why)) GTEST_SKIP() << "no GPU: " << why; \
   } while (0)
 
@@ -62,7 +62,8 @@ inline void expect_matches_oracle(const CaseSpec& spec, const PlanOptions& optio
   const Status s = detail::reference_attention(ref_plan, host.tensors(nullptr, nullptr),
                                                /*round_p=*/true, &ref);
   ASSERT_TRUE(s.ok()) << s.to_string();
-  const Comparison c = compare_with_reference(spec.dtype, gpu.out, gpu.lse.data(), ref.out, ref.lse);
+  const Comparison c =
+      compare_with_reference(spec.dtype, gpu.out, gpu.lse.data(), ref.out, ref.lse);
   EXPECT_TRUE(c.ok(kOutRelTol, kLseAbsTol))
       << spec.name << " seed " << spec.seed << " kernel " << gpu.plan.kernel << " ("
       << gpu.plan.reason << "): " << c.to_string();

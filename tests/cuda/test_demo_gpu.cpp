@@ -8,7 +8,6 @@
 namespace treeverify::demo {
 namespace {
 
-
 // The GPU sums in fp32 and rounds P to the 16-bit type, so logits differ from the dense
 // float64 path by rounding (~1e-2 in bf16, ~2e-3 in fp16; demo.cpp): equality is required,
 // and a failure prints the margin so a near-tie flip is told apart from a bug.

@@ -11,8 +11,12 @@ namespace treeverify::testing {
 namespace {
 
 CaseSpec small_spec() {
-  return CaseSpec{.name = "errors", .num_heads = 4, .tree_sizes = {9}, .prefix_lens = {300},
-                  .page_size = 16, .seed = fresh_seed()};
+  return CaseSpec{.name = "errors",
+                  .num_heads = 4,
+                  .tree_sizes = {9},
+                  .prefix_lens = {300},
+                  .page_size = 16,
+                  .seed = fresh_seed()};
 }
 
 TEST(GpuErrors, HostMemoryIsAClearError) {

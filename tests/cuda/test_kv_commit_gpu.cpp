@@ -14,7 +14,6 @@
 namespace treeverify {
 namespace {
 
-
 // Device copies of a PagedBatch's pool and metadata.
 struct DeviceBatch {
   std::vector<void*> owned;
@@ -25,8 +24,7 @@ struct DeviceBatch {
     void* p = nullptr;
     EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(v.size(), 1) * sizeof(T)), cudaSuccess);
     if (!v.empty()) {
-      EXPECT_EQ(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice),
-                cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
     }
     owned.push_back(p);
     return static_cast<T*>(p);
@@ -46,8 +44,7 @@ struct DeviceBatch {
   }
   std::vector<uint16_t> cache(size_t elems) const {
     std::vector<uint16_t> out(elems);
-    EXPECT_EQ(cudaMemcpy(out.data(), dev.kv_cache, elems * 2, cudaMemcpyDeviceToHost),
-              cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(out.data(), dev.kv_cache, elems * 2, cudaMemcpyDeviceToHost), cudaSuccess);
     return out;
   }
 };
@@ -62,8 +59,8 @@ TEST(KvCommitGpu, MatchesHostCommit) {
     for (test::Shape shape : test::kAllShapes) {
       for (bool full : {false, true}) {
         // A 1024-node tree: 32 chunks of the kernel; 33 and 31 straddle a chunk edge.
-        test::PagedBatch pb = test::make_batch(page_size, {1024, 0, 33, 1, 31, 200}, shape,
-                                               full, rng);
+        test::PagedBatch pb =
+            test::make_batch(page_size, {1024, 0, 33, 1, 31, 200}, shape, full, rng);
         overlaps += test::overlapping_moves(pb);
         DeviceBatch db(pb);
         std::vector<int32_t> host_len, dev_len;

@@ -12,8 +12,9 @@ namespace {
 // (the 99 KB two-stage pipeline), so the code shipped for those executes here too.
 const int kConfigs[] = {0, 80, 120};
 
-CaseSpec spec(std::string name, int heads, std::vector<int32_t> trees, std::vector<int64_t> prefixes,
-              int page, TreeShape shape = TreeShape::kRandom, DType dtype = DType::kBF16) {
+CaseSpec spec(std::string name, int heads, std::vector<int32_t> trees,
+              std::vector<int64_t> prefixes, int page, TreeShape shape = TreeShape::kRandom,
+              DType dtype = DType::kBF16) {
   return CaseSpec{.name = std::move(name),
                   .num_heads = heads,
                   .tree_sizes = std::move(trees),
@@ -41,8 +42,8 @@ TEST(GpuVerify, TreeShapesAndSizes) {
                           TreeShape::kRandom}) {
     for (int t : {1, 2, 17, 64, 257, 1024}) {
       const int heads = t >= 257 ? 1 : 8;
-      run_all_configs(spec(fmt::format("{} T={}", tree_shape_name(shape), t), heads, {t}, {777}, 16,
-                           shape));
+      run_all_configs(
+          spec(fmt::format("{} T={}", tree_shape_name(shape), t), heads, {t}, {777}, 16, shape));
     }
   }
 }
@@ -70,8 +71,8 @@ TEST(GpuVerify, Heads) {
 TEST(GpuVerify, RaggedBatch) {
   TV_SKIP_WITHOUT_GPU();
   run_all_configs(spec("ragged", 8, {1, 0, 17, 64, 3, 9}, {0, 50, 12345, 700, 100000, 1}, 16));
-  run_all_configs(spec("decode batch", 16, std::vector<int32_t>(64, 1),
-                       std::vector<int64_t>(64, 1500), 64));
+  run_all_configs(
+      spec("decode batch", 16, std::vector<int32_t>(64, 1), std::vector<int64_t>(64, 1500), 64));
 }
 
 TEST(GpuVerify, Fp16) {

@@ -49,7 +49,8 @@ Status cuda_commit_kv_paged(const PagedKvCommit& host, const AcceptedPaths& acce
       .log2_page_size = std::countr_zero(static_cast<uint32_t>(host.page_size)),
   };
   cuda::launch_kv_commit(p, static_cast<cudaStream_t>(stream));
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("kv_commit launch", e);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    return cuda_error("kv_commit launch", e);
   return Status::Ok();
 }
 

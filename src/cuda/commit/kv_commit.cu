@@ -16,14 +16,13 @@
 // (the page-table contract). The outcome is therefore exactly the host commit's (which moves
 // in increasing k), for any tree and path.
 #include "cuda/commit/kv_commit.cuh"
-
 #include "treeverify/types.h"
 
 namespace treeverify::cuda {
 namespace {
 
-constexpr int kBytesPerRow = kQKDim * 2;           // 1152: a bf16/fp16 row
-constexpr int kVecPerRow = kBytesPerRow / 16;      // 72 uint4 per row
+constexpr int kBytesPerRow = kQKDim * 2;       // 1152: a bf16/fp16 row
+constexpr int kVecPerRow = kBytesPerRow / 16;  // 72 uint4 per row
 // 8 x 16 bytes = 128 bytes: each row's slice is one fully used memory transaction.
 constexpr int kVecPerSlice = 8;
 constexpr int kSlices = kVecPerRow / kVecPerSlice;  // 9 blocks per request
@@ -46,8 +45,9 @@ __global__ void __launch_bounds__(kThreads) kv_commit_kernel(const KvCommitParam
   const int vec = blockIdx.x * kVecPerSlice + threadIdx.x % kVecPerSlice;
   uint4* cache = static_cast<uint4*>(p.kv_cache);
   auto at = [&](int32_t pos) {
-    const int64_t row = (static_cast<int64_t>(__ldg(pages + (pos >> p.log2_page_size)))
-                         << p.log2_page_size) + (pos & page_mask);
+    const int64_t row =
+        (static_cast<int64_t>(__ldg(pages + (pos >> p.log2_page_size))) << p.log2_page_size) +
+        (pos & page_mask);
     return cache + row * kVecPerRow + vec;
   };
   // Uniform trip count for the whole block: every thread reaches every barrier.

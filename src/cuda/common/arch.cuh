@@ -26,9 +26,9 @@
 // For kernels compiled into an architecture that lacks what they need: trap with a message
 // instead of computing garbage (llama.cpp's NO_DEVICE_CODE). The host side never launches
 // such a kernel (dispatch checks the device), so reaching this is a dispatch bug.
-#define TV_NO_DEVICE_CODE(kernel_name)                                                     \
-  do {                                                                                     \
+#define TV_NO_DEVICE_CODE(kernel_name)                                                      \
+  do {                                                                                      \
     printf("treeverify: kernel %s has no code for sm_%d in this build; compiled for: %s\n", \
-           kernel_name, __CUDA_ARCH__ / 10, TREEVERIFY_CUDA_ARCH_LIST);                   \
-    __trap();                                                                              \
+           kernel_name, __CUDA_ARCH__ / 10, TREEVERIFY_CUDA_ARCH_LIST);                     \
+    __trap();                                                                               \
   } while (0)

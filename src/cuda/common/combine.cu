@@ -1,9 +1,8 @@
 // Combine kernel for split-KV partials, and merge_state.
-#include "cuda/common/combine.cuh"
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "cuda/common/combine.cuh"
 #include "cuda/common/constants.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/common/request.cuh"
@@ -30,8 +29,8 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const CombineP
   if (m != -INFINITY) {
     for (int c = 0; c < n; ++c) {
       const float w = exp2f(__ldg(p.part_lse + c * p.total_rows + grow) - m);
-      const float4 v = __ldg(reinterpret_cast<const float4*>(
-          p.part_out + (c * p.total_rows + grow) * kVDim + col));
+      const float4 v = __ldg(
+          reinterpret_cast<const float4*>(p.part_out + (c * p.total_rows + grow) * kVDim + col));
       acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
       sum += w;
     }
@@ -95,14 +94,14 @@ void launch_merge_state(DType dtype, int64_t num_rows, int32_t head_dim, const v
   const int threads = head_dim >= 256 ? 256 : ((head_dim + 31) / 32) * 32;
   if (dtype == DType::kBF16) {
     using T = __nv_bfloat16;
-    merge_state_kernel<T><<<grid, threads, 0, stream>>>(
-        static_cast<const T*>(v_a), s_a, static_cast<const T*>(v_b), s_b, static_cast<T*>(v_out),
-        s_out, head_dim);
+    merge_state_kernel<T><<<grid, threads, 0, stream>>>(static_cast<const T*>(v_a), s_a,
+                                                        static_cast<const T*>(v_b), s_b,
+                                                        static_cast<T*>(v_out), s_out, head_dim);
   } else {
     using T = __half;
-    merge_state_kernel<T><<<grid, threads, 0, stream>>>(
-        static_cast<const T*>(v_a), s_a, static_cast<const T*>(v_b), s_b, static_cast<T*>(v_out),
-        s_out, head_dim);
+    merge_state_kernel<T><<<grid, threads, 0, stream>>>(static_cast<const T*>(v_a), s_a,
+                                                        static_cast<const T*>(v_b), s_b,
+                                                        static_cast<T*>(v_out), s_out, head_dim);
   }
 }
 

@@ -1,7 +1,6 @@
 // Packed ancestor bitmask on the device: one thread per (node, 32-node word).
-#include "cuda/common/tree_mask.cuh"
-
 #include "cuda/common/request.cuh"
+#include "cuda/common/tree_mask.cuh"
 
 namespace treeverify::cuda {
 namespace {
@@ -10,8 +9,8 @@ namespace {
 // sets the bits of those inside word w. The walk is as long as the node is deep: DDTree trees
 // are shallow (depth <= 16); a 1024-node chain costs about 1024 L1 hits on its longest walk.
 __global__ void build_tree_mask_kernel(const int32_t* __restrict__ qo_indptr,
-                                       const int32_t* __restrict__ parents, int batch,
-                                       int total_q, int words, uint32_t* __restrict__ mask) {
+                                       const int32_t* __restrict__ parents, int batch, int total_q,
+                                       int words, uint32_t* __restrict__ mask) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<int64_t>(total_q) * words) return;
   const int q = static_cast<int>(idx / words);

@@ -27,7 +27,7 @@ inline constexpr int kKSteps = kQKDim / 16 / kKGroups;         // 9
 inline constexpr int kNHalves = kWarps / kKGroups;             // 2
 inline constexpr int kTokensPerHalf = kTileTokens / kNHalves;  // 16
 // P.V: warp w owns output columns [64 w, 64 w + 64) of every row.
-inline constexpr int kVColsPerWarp = kVDim / kWarps;           // 64
+inline constexpr int kVColsPerWarp = kVDim / kWarps;  // 64
 // KV rows are padded by 16 bytes so the 8 rows one ldmatrix phase reads fall in 8 different
 // 16-byte bank groups (1152 is a multiple of 128: unpadded, all 8 would share one group).
 inline constexpr int kKVRowBytes = kQKDim * 2 + 16;            // 1168

@@ -17,9 +17,8 @@ cudaError_t raise_smem_limit() {
   if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
   if (device >= kMaxDevices) return cudaErrorInvalidDevice;
   std::call_once(raised[device], [&] {
-    result[device] = cudaFuncSetAttribute(verify_mma_kernel<T, V>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          V::kSmemBytes);
+    result[device] = cudaFuncSetAttribute(
+        verify_mma_kernel<T, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, V::kSmemBytes);
   });
   return result[device];
 }
@@ -48,7 +47,7 @@ int verify_ctas_per_sm() {
   return blocks;
 }
 
-#define TV_INSTANTIATE_VERIFY_MMA(T, V)                                                      \
+#define TV_INSTANTIATE_VERIFY_MMA(T, V)                                                    \
   template cudaError_t launch_verify<T, V>(const VerifyKernelParams&, dim3, cudaStream_t); \
   template cudaError_t verify_attributes<T, V>(cudaFuncAttributes*);                       \
   template int verify_ctas_per_sm<T, V>();

@@ -7,28 +7,28 @@
 namespace treeverify::cuda::mma {
 
 struct VerifyKernelParams {
-  const void* q;               // [total_q, H, 576] dtype, rows strided as below
-  int64_t q_stride_token;      // elements
-  int64_t q_stride_head;       // elements
-  const void* kv;              // [num_pages, page_size, 576] dtype
+  const void* q;                   // [total_q, H, 576] dtype, rows strided as below
+  int64_t q_stride_token;          // elements
+  int64_t q_stride_head;           // elements
+  const void* kv;                  // [num_pages, page_size, 576] dtype
   const int32_t* kv_page_indptr;   // [B+1]
   const int32_t* kv_page_indices;  // [nnz]
   const int32_t* kv_len;           // [B]
   const int32_t* qo_indptr;        // [B+1]
   const uint32_t* tree_mask;       // [total_q, mask_words]: ancestor bits (workspace)
   int32_t mask_words;
-  void* out;                   // [total_q, H, 512] dtype
-  int64_t out_stride_token;    // elements
-  int64_t out_stride_head;     // elements
-  float* lse;                  // [total_q, H] fp32, may be null
-  float* part_out;             // [num_chunks, total_q * H, 512] fp32 (workspace)
-  float* part_lse;             // [num_chunks, total_q * H] fp32 (workspace), log2 units
+  void* out;                 // [total_q, H, 512] dtype
+  int64_t out_stride_token;  // elements
+  int64_t out_stride_head;   // elements
+  float* lse;                // [total_q, H] fp32, may be null
+  float* part_out;           // [num_chunks, total_q * H, 512] fp32 (workspace)
+  float* part_lse;           // [num_chunks, total_q * H] fp32 (workspace), log2 units
   int32_t num_heads;
-  int32_t page_shift;          // log2(page_size)
-  int32_t chunk_tokens;        // multiple of kTileTokens
-  int32_t num_chunks;          // grid.y: the most chunks any request has
-  int64_t total_rows;          // total_q * H
-  float scale_log2;            // softmax_scale * log2(e): scores in log2 units
+  int32_t page_shift;    // log2(page_size)
+  int32_t chunk_tokens;  // multiple of kTileTokens
+  int32_t num_chunks;    // grid.y: the most chunks any request has
+  int64_t total_rows;    // total_q * H
+  float scale_log2;      // softmax_scale * log2(e): scores in log2 units
 };
 
 }  // namespace treeverify::cuda::mma

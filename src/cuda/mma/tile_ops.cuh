@@ -17,13 +17,13 @@ inline constexpr float kNegInf = -INFINITY;
 
 // What one CTA works on, fixed for its lifetime.
 struct CtaWork {
-  int q0;          // first query node of the request
-  int rows_b;      // T_b * H rows in the request
-  int row0;        // first row of this CTA
-  int prefix;      // L_b
+  int q0;                  // first query node of the request
+  int rows_b;              // T_b * H rows in the request
+  int row0;                // first row of this CTA
+  int prefix;              // L_b
   int tok_begin, tok_end;  // this CTA's chunk of the KV sequence
-  int page_base;   // first entry of the request in kv_page_indices
-  bool final_out;  // the request has one chunk: write out/lse directly
+  int page_base;           // first entry of the request in kv_page_indices
+  bool final_out;          // the request has one chunk: write out/lse directly
 };
 
 // Copies kTileTokens KV rows from sequence token `first` (rows at or past `end` are zero
@@ -55,9 +55,8 @@ __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32
 // Stages the CTA's kRows query rows in `buf` (rows past the request are zero) and loads this
 // warp's k-slice into registers as mma A fragments.
 template <typename V>
-__device__ __forceinline__ void load_q(const VerifyKernelParams& p, const CtaWork& w,
-                                       uint32_t buf, int kgroup,
-                                       uint32_t (&qf)[V::kMTiles][kKSteps][4]) {
+__device__ __forceinline__ void load_q(const VerifyKernelParams& p, const CtaWork& w, uint32_t buf,
+                                       int kgroup, uint32_t (&qf)[V::kMTiles][kKSteps][4]) {
   constexpr int kThreadsPerRow = kThreads / V::kRows;  // 8 or 16
   constexpr int kChunks = kQKDim * 2 / 16;
   const int r = threadIdx.x / kThreadsPerRow;
@@ -90,7 +89,8 @@ __device__ __forceinline__ void load_q(const VerifyKernelParams& p, const CtaWor
 
 // Partial scores of this warp's k-slice against its 16 tokens of the tile, stored in s_red.
 template <typename T, typename V>
-__device__ __forceinline__ void qk_partial(uint32_t stage, const uint32_t (&qf)[V::kMTiles][kKSteps][4],
+__device__ __forceinline__ void qk_partial(uint32_t stage,
+                                           const uint32_t (&qf)[V::kMTiles][kKSteps][4],
                                            float* s_red, int kgroup, int nhalf) {
   const int lane = threadIdx.x % 32;
   float acc[V::kMTiles][2][4] = {};
@@ -114,7 +114,8 @@ __device__ __forceinline__ void qk_partial(uint32_t stage, const uint32_t (&qf)[
       const int col = nhalf * kTokensPerHalf + nt * 8 + 2 * (lane % 4);
       float* dst = s_red + (kgroup * V::kRows + row) * kRedStride + col;
       *reinterpret_cast<float2*>(dst) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
-      *reinterpret_cast<float2*>(dst + 8 * kRedStride) = make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+      *reinterpret_cast<float2*>(dst + 8 * kRedStride) =
+          make_float2(acc[mt][nt][2], acc[mt][nt][3]);
     }
   }
 }
@@ -138,8 +139,8 @@ struct RowState {
 // dtype and the row's rescale factor. The normaliser sums the unrounded probabilities.
 template <typename T, typename V>
 __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
-                                             const float* s_red, T* s_p, float* s_alpha,
-                                             int first, const uint32_t* mask_row, bool row_valid,
+                                             const float* s_red, T* s_p, float* s_alpha, int first,
+                                             const uint32_t* mask_row, bool row_valid,
                                              RowState& st) {
   const int lane = threadIdx.x % 32;
   const int row = (threadIdx.x / 32) * V::kRowsPerWarp + lane / V::kLanesPerRow;
@@ -150,7 +151,8 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
   for (int g = 0; g < kKGroups; ++g) {
 #pragma unroll
     for (int j = 0; j < kN; j += 2) {
-      const float2 v = *reinterpret_cast<const float2*>(s_red + (g * V::kRows + row) * kRedStride + col + j);
+      const float2 v =
+          *reinterpret_cast<const float2*>(s_red + (g * V::kRows + row) * kRedStride + col + j);
       x[j] += v.x, x[j + 1] += v.y;
     }
   }

@@ -20,7 +20,8 @@ T* upload(const std::vector<T>& v) {
   T* d = nullptr;
   const size_t bytes = std::max<size_t>(1, v.size()) * sizeof(T);
   check(cudaMalloc(&d, bytes), "cudaMalloc");
-  if (!v.empty()) check(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  if (!v.empty())
+    check(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
   return d;
 }
 
