@@ -1,0 +1,110 @@
+// The split-KV schedule (src/core/split_schedule.cpp): host logic that every CUDA plan uses.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "core/split_schedule.h"
+
+namespace treeverify::detail {
+namespace {
+
+struct Batch {
+  std::vector<int32_t> qo_indptr{0};
+  std::vector<int32_t> kv_len;
+  void add(int32_t tree, int32_t kv) {
+    qo_indptr.push_back(qo_indptr.back() + tree);
+    kv_len.push_back(kv);
+  }
+};
+
+SplitSchedule schedule(const Batch& b, int heads, int concurrent = 132) {
+  SplitScheduleInput in;
+  in.qo_indptr = b.qo_indptr;
+  in.kv_len = b.kv_len;
+  in.num_heads = heads;
+  in.rows_per_cta = 32;
+  in.tile_tokens = 32;
+  in.concurrent_ctas = concurrent;
+  return plan_split_schedule(in);
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The invariants every schedule keeps: whole tiles, enough chunks for the longest request,
+// and a CTA count that matches the grid the kernel will run.
+void expect_consistent(const Batch& b, int heads, const SplitSchedule& s) {
+  ASSERT_GT(s.chunk_tokens, 0);
+  EXPECT_EQ(s.chunk_tokens % 32, 0);
+  int64_t ctas = 0, max_kv = 0;
+  int32_t max_blocks = 0;
+  for (size_t r = 0; r < b.kv_len.size(); ++r) {
+    const int64_t rows = int64_t{b.qo_indptr[r + 1] - b.qo_indptr[r]} * heads;
+    if (rows == 0) continue;
+    max_kv = std::max<int64_t>(max_kv, b.kv_len[r]);
+    max_blocks = std::max<int32_t>(max_blocks, static_cast<int32_t>(ceil_div(rows, 32)));
+    ctas += ceil_div(rows, 32) * std::max<int64_t>(1, ceil_div(b.kv_len[r], s.chunk_tokens));
+  }
+  EXPECT_EQ(s.max_row_blocks, max_blocks);
+  EXPECT_EQ(s.num_ctas, ctas);
+  if (max_kv > 0) {
+    EXPECT_EQ(s.num_chunks, ceil_div(max_kv, s.chunk_tokens));
+  }
+}
+
+TEST(SplitSchedule, OneLongRequestFillsTheDevice) {
+  Batch b;
+  b.add(16, 185000 + 16);  // V1: 128 rows, 4 row blocks
+  const SplitSchedule s = schedule(b, 8);
+  expect_consistent(b, 8, s);
+  EXPECT_GE(s.num_ctas, 132 * 9 / 10) << "a single request must spread over the SMs";
+  EXPECT_LE(s.num_ctas, 132) << "one wave is enough: more CTAs only add partials";
+}
+
+TEST(SplitSchedule, ManyRowsNeedNoSplit) {
+  Batch b;
+  b.add(64, 4096 + 64);  // 64 heads x 64 nodes = 128 row blocks of a short sequence
+  const SplitSchedule s = schedule(b, 64, 128);
+  expect_consistent(b, 64, s);
+  EXPECT_EQ(s.num_chunks, 1);
+}
+
+TEST(SplitSchedule, RaggedBatchAndEmptyRequests) {
+  Batch b;
+  for (auto [t, kv] : std::vector<std::pair<int, int>>{
+           {1, 1}, {0, 0}, {64, 100064}, {7, 524}, {0, 5000}, {33, 8224}})
+    b.add(t, kv);
+  for (int heads : {1, 8, 64}) {
+    for (int concurrent : {1, 8, 132, 264}) {
+      const SplitSchedule s = schedule(b, heads, concurrent);
+      SCOPED_TRACE(testing::Message() << "heads " << heads << " concurrent " << concurrent);
+      expect_consistent(b, heads, s);
+    }
+  }
+}
+
+TEST(SplitSchedule, NothingToDo) {
+  Batch empty;
+  const SplitSchedule s = schedule(empty, 8);
+  EXPECT_EQ(s.num_ctas, 0);
+  EXPECT_EQ(s.chunk_tokens, 32);
+  Batch no_rows;
+  no_rows.add(0, 1000);
+  const SplitSchedule t = schedule(no_rows, 8);
+  EXPECT_EQ(t.num_ctas, 0);
+  EXPECT_EQ(t.max_row_blocks, 0);
+}
+
+// The modelled makespan never gets worse than not splitting at all.
+TEST(SplitSchedule, NeverWorseThanNoSplit) {
+  Batch b;
+  b.add(16, 65536 + 16);
+  b.add(1, 300);
+  const SplitSchedule s = schedule(b, 16);
+  const double no_split = ceil_div(65536 + 16, 32) + 1.0;  // one wave of whole requests
+  EXPECT_LE(s.est_tile_times, no_split);
+}
+
+}  // namespace
+}  // namespace treeverify::detail
