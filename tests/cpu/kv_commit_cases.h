@@ -57,7 +57,7 @@ inline PagedBatch make_batch(int32_t page_size, const std::vector<int32_t>& tree
   PagedBatch pb{.page_size = page_size};
   std::vector<int32_t> pages_per_request;
   for (int32_t n : tree_sizes) {
-    const auto tree = random_tree(shape, n, rng);
+    const auto tree = testing::make_tree(shape, n, rng);
     pb.parents.insert(pb.parents.end(), tree.begin(), tree.end());
     pb.qo_indptr.push_back(static_cast<int32_t>(pb.parents.size()));
     pb.kv_len.push_back(n + static_cast<int32_t>(rng() % 300));

@@ -80,7 +80,7 @@ TEST(VerifyGreedy, EmitsWhatGreedyDecodingEmits) {
   int64_t total_accepted = 0;
   for (int rep = 0; rep < 300; ++rep) {
     const int32_t n = 1 + static_cast<int32_t>(rng() % 200);
-    const auto parents = test::random_tree(test::kAllShapes[rep % 5], n, rng);
+    const auto parents = testing::make_tree(test::kAllShapes[rep % 5], n, rng);
     std::vector<int32_t> tokens(n), argmax(n);
     std::vector<std::vector<int32_t>> context(n);
     for (int32_t i = 0; i < n; ++i) {
