@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "core/validate.h"
+#include "cpu_test_util.h"
 #include "testing/cases.h"
 
 namespace treeverify {
 namespace {
 
-using detail::ProblemSummary;
 using detail::validate_tensors;
 using testing::CaseSpec;
 using testing::HostCase;
@@ -20,24 +20,10 @@ using testing::make_case;
 
 constexpr int32_t kHeads = 4;
 
-// The fields plan() copies from the problem, built here from the summary so that these tests
-// need nothing but validation.
+// The shape of a valid case as a plan, without plan(), so these tests need only validation.
 Plan plan_for(const HostCase& c) {
-  ProblemSummary s;
-  EXPECT_TRUE(detail::validate_problem(c.problem(), &s).ok());
-  Plan plan;
-  plan.backend = Backend::kCpuReference;
-  plan.batch_size = static_cast<int32_t>(c.kv_len.size());
-  plan.num_heads = c.spec.num_heads;
-  plan.page_size = c.spec.page_size;
-  plan.total_q = s.total_q;
-  plan.max_tree = s.max_tree;
-  plan.num_pages = c.num_pages;
-  plan.nnz_pages = s.nnz_pages;
-  plan.max_kv_len = s.max_kv_len;
-  plan.dtype = c.spec.dtype;
-  plan.softmax_scale = c.spec.softmax_scale;
-  return plan;
+  EXPECT_TRUE(detail::validate_problem(c.problem(), nullptr).ok());
+  return tvtest::plan_for(c, {.backend = Backend::kCpuReference});
 }
 
 class ValidateTensors : public ::testing::Test {
