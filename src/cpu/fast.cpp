@@ -138,7 +138,7 @@ Status cpu_fast_run(const Plan& plan, const VerifyTensors& tensors) {
   try {
     for (int32_t b = 0; b < plan.batch_size; ++b) {
       if (tensors.qo_indptr[b + 1] > tensors.qo_indptr[b]) {
-        reqs.push_back(fast::make_fast_request(tensors, b));
+        TV_RETURN_IF_ERROR(fast::make_fast_request(tensors, b, &reqs.emplace_back()));
       }
     }
     // Cost of a block: one unit per (row, token) pair, plus one row's worth per token for the

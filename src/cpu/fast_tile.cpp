@@ -8,7 +8,9 @@
 #include <cmath>
 #include <limits>
 
+#include "core/check.h"
 #include "treeverify/half.h"
+#include "treeverify/tree.h"
 
 namespace treeverify::detail::fast {
 namespace {
@@ -80,23 +82,17 @@ void softmax_update(const Plan& plan, int32_t rows, int32_t n, float* s, RowStat
 
 }  // namespace
 
-FastRequest make_fast_request(const VerifyTensors& tensors, int32_t b) {
-  FastRequest req;
-  req.span = request_span(tensors, b);
-  const int32_t nodes = req.span.num_nodes;
-  req.words_per_row = (nodes + 31) / 32;
-  req.ancestors.assign(static_cast<size_t>(nodes) * req.words_per_row, 0u);
-  const int32_t* parents = tensors.parents + req.span.q0;
-  for (int32_t i = 0; i < nodes; ++i) {
-    uint32_t* words = &req.ancestors[static_cast<size_t>(i) * req.words_per_row];
-    // Parents come first (parent < child), so node i's set is its parent's plus itself.
-    if (parents[i] >= 0) {
-      const uint32_t* pw = &req.ancestors[static_cast<size_t>(parents[i]) * req.words_per_row];
-      std::copy(pw, pw + req.words_per_row, words);
-    }
-    words[i / 32] |= 1u << (i % 32);
-  }
-  return req;
+Status make_fast_request(const VerifyTensors& tensors, int32_t b, FastRequest* req) {
+  req->span = request_span(tensors, b);
+  const int32_t nodes = req->span.num_nodes;
+  // The request's tree on its own: one row of words per node, as the tree helpers lay it out.
+  const int32_t indptr[2] = {0, nodes};
+  AncestorMask mask;
+  TV_RETURN_IF_ERROR(build_ancestor_mask(
+      indptr, {tensors.parents + req->span.q0, static_cast<size_t>(nodes)}, &mask));
+  req->words_per_row = mask.words_per_row;
+  req->ancestors = std::move(mask.words);
+  return Status::Ok();
 }
 
 Scratch::Scratch()

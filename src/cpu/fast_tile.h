@@ -27,7 +27,8 @@ struct FastRequest {
   // [T * words_per_row]: bit j of node i's words is set iff tree node j is i or an ancestor.
   std::vector<uint32_t> ancestors;
 };
-FastRequest make_fast_request(const VerifyTensors& tensors, int32_t b);
+// Request b's span and ancestor mask (inputs already validated by plan()).
+Status make_fast_request(const VerifyTensors& tensors, int32_t b, FastRequest* req);
 
 // Per-thread buffers, allocated up front so that workers never allocate (and so never fail
 // half-way through writing the output).
