@@ -82,7 +82,7 @@ struct PlanOptions {
 // The decision plan() took; pass it to run() for every layer of the step.
 struct Plan {
   Backend backend = Backend::kAuto;  // the backend chosen (never kAuto after a successful plan)
-  std::string kernel;                // the kernel chosen, e.g. "cuda-mma/bf16/r32-s4/sm90-config"
+  std::string kernel;                // the kernel chosen, e.g. "cuda-mma/bf16/r64-s4/sm90-config"
   std::string reason;                // one line: why this backend and kernel
   size_t workspace_bytes = 0;        // run() needs at least this much workspace
 

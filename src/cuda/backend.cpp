@@ -42,46 +42,19 @@ WorkspaceLayout workspace_layout(const Plan& plan) {
 
 using cuda::mma::VariantId;
 
-template <typename T>
-cudaError_t launch_main(VariantId v, const cuda::mma::VerifyKernelParams& kp, dim3 grid,
-                        cudaStream_t stream) {
-  switch (v) {
-    case VariantId::kLarge2:
-      return cuda::mma::launch_verify<T, cuda::mma::VariantLarge2>(kp, grid, stream);
-    case VariantId::kLarge3:
-      return cuda::mma::launch_verify<T, cuda::mma::VariantLarge3>(kp, grid, stream);
-    case VariantId::kLarge4:
-      return cuda::mma::launch_verify<T, cuda::mma::VariantLarge4>(kp, grid, stream);
-    case VariantId::kSmall:
-      return cuda::mma::launch_verify<T, cuda::mma::VariantSmall>(kp, grid, stream);
-  }
-  return cudaErrorInvalidValue;
-}
-
 struct VariantFacts {
   int rows, smem, ctas_per_sm;
-  const char* name;
+  std::string name;
 };
 
 // Rows, shared memory and measured occupancy of a variant on the current device.
 VariantFacts variant_facts(VariantId v, DType dtype) {
-  using namespace cuda::mma;
-  auto facts = [&]<typename V>(V, const char* name) {
-    const int ctas = dtype == DType::kBF16 ? verify_ctas_per_sm<__nv_bfloat16, V>()
-                                           : verify_ctas_per_sm<__half, V>();
-    return VariantFacts{V::kRows, V::kSmemBytes, ctas, name};
-  };
-  switch (v) {
-    case VariantId::kLarge2:
-      return facts(VariantLarge2{}, "r32-s2");
-    case VariantId::kLarge3:
-      return facts(VariantLarge3{}, "r32-s3");
-    case VariantId::kLarge4:
-      return facts(VariantLarge4{}, "r32-s4");
-    case VariantId::kSmall:
-      break;
-  }
-  return facts(VariantSmall{}, "r16-s2");
+  return cuda::mma::with_variant(v, [&]<typename V>(V) {
+    const int ctas = dtype == DType::kBF16 ? cuda::mma::verify_ctas_per_sm<__nv_bfloat16, V>()
+                                           : cuda::mma::verify_ctas_per_sm<__half, V>();
+    return VariantFacts{V::kRows, V::kSmemBytes, ctas,
+                        fmt::format("r{}-s{}", V::kRows, V::kStages)};
+  });
 }
 
 }  // namespace
@@ -101,18 +74,14 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                   "TREEVERIFY_CUDA_ARCHS including {}",
                   where, compiled, sm);
   const int config_arch = options.force_config_arch > 0 ? options.force_config_arch : sm;
-  const int large_stages = cuda::mma::large_stages_for_arch(config_arch);
-  TV_REQUIRE_CODE(StatusCode::kUnsupported, large_stages >= 2 && large_stages <= 4,
+  // 16-row CTAs when no request has more rows (decode with H <= 16): half the tensor work per
+  // KV tile, and two CTAs per SM where shared memory allows; 64-row CTAs where they fit.
+  const int64_t max_rows = static_cast<int64_t>(summary.max_tree) * problem.num_heads;
+  const VariantId variant = cuda::mma::choose_variant(config_arch, max_rows);
+  TV_REQUIRE_CODE(StatusCode::kUnsupported, variant != VariantId::kNone,
                   "options.force_config_arch", "no tile configuration for sm_{}", config_arch);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, problem.batch_size <= 65535, "batch_size",
                   "{} requests; the grid holds at most 65535 per call", problem.batch_size);
-  // 16-row CTAs when no request has more rows (decode with H <= 16): half the tensor work per
-  // KV tile of the 32-row variant, and two CTAs per SM where shared memory allows.
-  const int64_t max_rows = static_cast<int64_t>(summary.max_tree) * problem.num_heads;
-  const VariantId variant = max_rows <= cuda::mma::VariantSmall::kRows ? VariantId::kSmall
-                            : large_stages == 4                        ? VariantId::kLarge4
-                            : large_stages == 3                        ? VariantId::kLarge3
-                                                                       : VariantId::kLarge2;
   int previous = 0;
   (void)cudaGetDevice(&previous);
   (void)cudaSetDevice(device.ordinal);
@@ -214,14 +183,14 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .total_rows = rows,
       .scale_log2 = plan.softmax_scale * cuda::kLog2e,
   };
-  const auto variant = static_cast<VariantId>(plan.variant);
-  const int rows_per_cta = variant == VariantId::kSmall ? cuda::mma::VariantSmall::kRows
-                                                        : cuda::mma::VariantLarge2::kRows;
-  const int max_rows = plan.max_tree * plan.num_heads;
-  const dim3 grid((max_rows + rows_per_cta - 1) / rows_per_cta, plan.num_chunks, plan.batch_size);
-  const cudaError_t err = plan.dtype == DType::kBF16
-                              ? launch_main<__nv_bfloat16>(variant, kp, grid, stream)
-                              : launch_main<__half>(variant, kp, grid, stream);
+  const cudaError_t err =
+      cuda::mma::with_variant(static_cast<VariantId>(plan.variant), [&]<typename V>(V) {
+        const int max_rows = plan.max_tree * plan.num_heads;
+        const dim3 grid((max_rows + V::kRows - 1) / V::kRows, plan.num_chunks, plan.batch_size);
+        return plan.dtype == DType::kBF16
+                   ? cuda::mma::launch_verify<__nv_bfloat16, V>(kp, grid, stream)
+                   : cuda::mma::launch_verify<__half, V>(kp, grid, stream);
+      });
   if (err != cudaSuccess) return cuda_error("verify_mma_kernel launch", err);
 
   if (plan.num_chunks > 1) {

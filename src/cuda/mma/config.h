@@ -19,13 +19,14 @@ inline constexpr int kVDim = cuda::kVDim;
 inline constexpr int kWarps = 8;
 inline constexpr int kThreads = kWarps * 32;
 inline constexpr int kTileTokens = 32;  // KV tokens per pipeline stage
-// Q.K^T: warp w = (kgroup, nhalf). The 576-deep product is split over 4 k-groups of 144
-// (9 k-steps of 16), so each warp keeps its Q slice in registers for the whole chunk; the two
-// n-halves cover 16 tokens each. The 4 partial score tiles are summed in shared memory.
+// Q.K^T: warp w = (kgroup, sub). The 576-deep product is split over 4 k-groups of 144
+// (9 k-steps of 16), so each warp keeps its Q slice in registers for the whole chunk. The two
+// warps of a k-group split the rows (64-row CTAs: 32 rows each, all 32 tokens) or the tokens
+// (16 and 32-row CTAs: 16 tokens each, all rows), so a warp's Q slice never exceeds 32 rows.
+// The 4 partial score tiles are summed in shared memory.
 inline constexpr int kKGroups = 4;
-inline constexpr int kKSteps = kQKDim / 16 / kKGroups;         // 9
-inline constexpr int kNHalves = kWarps / kKGroups;             // 2
-inline constexpr int kTokensPerHalf = kTileTokens / kNHalves;  // 16
+inline constexpr int kKSteps = kQKDim / 16 / kKGroups;  // 9
+inline constexpr int kQKSubs = kWarps / kKGroups;       // 2
 // P.V: warp w owns output columns [64 w, 64 w + 64) of every row.
 inline constexpr int kVColsPerWarp = kVDim / kWarps;  // 64
 // KV rows are padded by 16 bytes so the 8 rows one ldmatrix phase reads fall in 8 different
@@ -50,6 +51,12 @@ struct Variant {
   static constexpr bool kOverlap = kStages >= 3;
   // 16-row CTAs fit in 128 registers a thread: ask for two CTAs per SM to hide latency.
   static constexpr int kMinBlocks = kMTiles == 1 ? 2 : 1;
+  // Score product: m16 tiles of Q a warp holds, how the two warps of a k-group split the CTA
+  // (kQKRowGroups x kQKTokenGroups = kQKSubs), and the 16-token passes a warp makes a tile.
+  static constexpr int kQKMTiles = kMTiles < 2 ? kMTiles : 2;
+  static constexpr int kQKRowGroups = kMTiles / kQKMTiles;
+  static constexpr int kQKTokenGroups = kQKSubs / kQKRowGroups;
+  static constexpr int kQKPasses = kTileTokens / 16 / kQKTokenGroups;
   // Softmax: warp w owns rows [kRowsPerWarp w, ...), kLanesPerRow lanes a row.
   static constexpr int kRowsPerWarp = kRows / kWarps;
   static constexpr int kLanesPerRow = 32 / kRowsPerWarp;
@@ -59,41 +66,85 @@ struct Variant {
   static constexpr int kSmemBytes = kStages * kStageBytes + kRedBytes + kPBytes + 2 * kRows * 4;
   static_assert(kRowsPerWarp >= 1 && kTokensPerLane >= 2 && kTokensPerLane % 2 == 0);
   static_assert(kStages >= 2);
+  static_assert(kQKRowGroups * kQKTokenGroups == kQKSubs && kQKPasses >= 1);
 };
 
 using VariantLarge2 = Variant<2, 2>;  // 32 rows, 2 stages: fits 99 KB (sm_86/89/120)
 using VariantLarge3 = Variant<2, 3>;  // 32 rows, 3 stages: sm_80 (163 KB per block)
 using VariantLarge4 = Variant<2, 4>;  // 32 rows, 4 stages: sm_90/100 (227 KB per block)
 using VariantSmall = Variant<1, 2>;   // 16 rows (decode, H <= 16): half the tensor work a tile
+using VariantWide3 = Variant<4, 3>;   // 64 rows, 3 stages: sm_80 (163 KB per block)
+using VariantWide4 = Variant<4, 4>;   // 64 rows, 4 stages: sm_90/100 (227 KB per block)
 
 inline constexpr int kSmemLimitConsumer = 101376;  // per block on sm_86, sm_89, sm_120
 static_assert(VariantLarge2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantSmall::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantLarge3::kSmemBytes <= 163 * 1024, "must fit sm_80");
 static_assert(VariantLarge4::kSmemBytes <= 227 * 1024, "must fit sm_90/sm_100");
+static_assert(VariantWide3::kSmemBytes <= 163 * 1024, "must fit sm_80");
+static_assert(VariantWide4::kSmemBytes <= 227 * 1024, "must fit sm_90/sm_100");
 
-// Per-architecture table: the pipeline depth of the 32-row variant. In the overlapped loop a
-// tile is prefetched kStages - 2 tiles ahead of its first use; 4 stages (sm_90/100) measured
-// 1.5-2% faster than 3 on V4/D2 (H200, 2026-11-29, DESIGN_NOTES.md). The two-stage variants
-// are compiled for every architecture, so the code shipped for sm_120 can be forced and
-// executed on an H200.
+// Per-architecture table: which variants a device runs and how deep their pipelines are.
+// The 64-row variant reads each KV tile into shared memory once for twice the rows of the
+// 32-row one, but needs more than the 99 KB a block gets on sm_86/89/120. In the overlapped
+// loop a tile is prefetched kStages - 2 tiles ahead of its first use; 4 stages measured
+// 1.5-2% faster than 3 on sm_90 (H200, 2026-11-29, DESIGN_NOTES.md). Every variant is compiled
+// for every architecture, so the code shipped for sm_80 and sm_120 can be forced and executed
+// on an H200.
 struct TileConfig {
   int arch;          // SM version the entry is for
   int large_stages;  // stages of the 32-row variant
+  int wide_stages;   // stages of the 64-row variant; 0: not run there
 };
 inline constexpr TileConfig kTileConfigs[] = {
-    {80, 3}, {86, 2}, {89, 2}, {90, 4}, {100, 4}, {120, 2},
+    {80, 3, 3}, {86, 2, 0}, {89, 2, 0}, {90, 4, 4}, {100, 4, 4}, {120, 2, 0},
 };
 
-// The entry for SM version `sm`: the newest not above it (0 when sm < 80).
-constexpr int large_stages_for_arch(int sm) {
-  int stages = 0;
+// Which variant a plan runs, as recorded in Plan::variant.
+enum class VariantId : int {
+  kNone = -1,
+  kLarge2 = 0,
+  kLarge3 = 1,
+  kLarge4 = 2,
+  kSmall = 3,
+  kWide3 = 4,
+  kWide4 = 5,
+};
+
+// The variant for SM version `sm` (the newest table entry not above it) and requests of at
+// most `max_rows` query rows: the fewest rows per CTA that cover a request, up to 64.
+constexpr VariantId choose_variant(int sm, int64_t max_rows) {
+  const TileConfig* cfg = nullptr;
   for (const TileConfig& c : kTileConfigs)
-    if (c.arch <= sm) stages = c.large_stages;
-  return stages;
+    if (c.arch <= sm) cfg = &c;
+  if (cfg == nullptr) return VariantId::kNone;
+  if (max_rows <= 16) return VariantId::kSmall;
+  if (max_rows > 32 && cfg->wide_stages == 4) return VariantId::kWide4;
+  if (max_rows > 32 && cfg->wide_stages == 3) return VariantId::kWide3;
+  return cfg->large_stages == 4   ? VariantId::kLarge4
+         : cfg->large_stages == 3 ? VariantId::kLarge3
+                                  : VariantId::kLarge2;
 }
 
-// Which variant a plan runs, as recorded in Plan::config_arch and the kernel name.
-enum class VariantId : int { kLarge2 = 0, kLarge3 = 1, kLarge4 = 2, kSmall = 3 };
+// Calls f(V{}) with the variant type behind `id` (VariantSmall for kNone; callers check first).
+template <typename F>
+decltype(auto) with_variant(VariantId id, F&& f) {
+  switch (id) {
+    case VariantId::kLarge2:
+      return f(VariantLarge2{});
+    case VariantId::kLarge3:
+      return f(VariantLarge3{});
+    case VariantId::kLarge4:
+      return f(VariantLarge4{});
+    case VariantId::kWide3:
+      return f(VariantWide3{});
+    case VariantId::kWide4:
+      return f(VariantWide4{});
+    case VariantId::kSmall:
+    case VariantId::kNone:
+      break;
+  }
+  return f(VariantSmall{});
+}
 
 }  // namespace treeverify::cuda::mma

@@ -47,10 +47,10 @@ __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
   float* s_lse = s_alpha + V::kRows;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int kgroup = warp % kKGroups, nhalf = warp / kKGroups;
+  const int kgroup = warp % kKGroups, sub = warp / kKGroups;
 
-  uint32_t qf[V::kMTiles][kKSteps][4];
-  load_q<V>(p, w, s_kv, kgroup, qf);
+  uint32_t qf[V::kQKMTiles][kKSteps][4];
+  load_q<V>(p, w, s_kv, kgroup, sub / V::kQKTokenGroups, qf);
 
   const int n_tiles = (w.tok_end - w.tok_begin + kTileTokens - 1) / kTileTokens;
   auto stage_of = [&](int tile) { return s_kv + (tile % V::kStages) * kStageBytes; };
@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
     // between two barriers. Tile i+1 is prefetched kStages-2 tiles ahead of its use.
     cp_async_wait<V::kStages - 2>();
     __syncthreads();
-    qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, nhalf);
+    qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, sub);
     for (int tile = 0; tile < n_tiles; ++tile) {
       __syncthreads();  // s_red holds tile's scores; PV(tile-1) is done, its stage is free
       load(tile + V::kStages - 1);
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
                          row_valid, st);
       cp_async_wait<V::kStages - 2>();  // tile + 1 has landed
       __syncthreads();                  // P, alpha and tile + 1 visible; s_red consumed
-      if (tile + 1 < n_tiles) qk_partial<T, V>(stage_of(tile + 1), qf, s_red, kgroup, nhalf);
+      if (tile + 1 < n_tiles) qk_partial<T, V>(stage_of(tile + 1), qf, s_red, kgroup, sub);
       pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
     }
   } else {
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
       cp_async_wait<V::kStages - 2>();
       __syncthreads();  // tile landed; PV(tile-1) done, so its stage, s_p and s_red are free
       load(tile + V::kStages - 1);
-      qk_partial<T, V>(stage_of(tile), qf, s_red, kgroup, nhalf);
+      qk_partial<T, V>(stage_of(tile), qf, s_red, kgroup, sub);
       __syncthreads();
       softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * kTileTokens, mask_row,
                          row_valid, st);

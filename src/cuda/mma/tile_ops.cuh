@@ -53,10 +53,11 @@ __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32
 }
 
 // Stages the CTA's kRows query rows in `buf` (rows past the request are zero) and loads this
-// warp's k-slice into registers as mma A fragments.
+// warp's k-slice of its row group into registers as mma A fragments.
 template <typename V>
 __device__ __forceinline__ void load_q(const VerifyKernelParams& p, const CtaWork& w, uint32_t buf,
-                                       int kgroup, uint32_t (&qf)[V::kMTiles][kKSteps][4]) {
+                                       int kgroup, int rgroup,
+                                       uint32_t (&qf)[V::kQKMTiles][kKSteps][4]) {
   constexpr int kThreadsPerRow = kThreads / V::kRows;  // 8 or 16
   constexpr int kChunks = kQKDim * 2 / 16;
   const int r = threadIdx.x / kThreadsPerRow;
@@ -76,10 +77,10 @@ __device__ __forceinline__ void load_q(const VerifyKernelParams& p, const CtaWor
   __syncthreads();
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int mt = 0; mt < V::kMTiles; ++mt) {
+  for (int mt = 0; mt < V::kQKMTiles; ++mt) {
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks) {
-      const int row = mt * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+      const int row = (rgroup * V::kQKMTiles + mt) * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
       const int col = (kgroup * kKSteps + ks) * 16 + 8 * (lane / 16);
       ldmatrix_x4(qf[mt][ks], buf + row * kKVRowBytes + col * 2);
     }
@@ -87,35 +88,43 @@ __device__ __forceinline__ void load_q(const VerifyKernelParams& p, const CtaWor
   __syncthreads();  // the buffer becomes a KV stage
 }
 
-// Partial scores of this warp's k-slice against its 16 tokens of the tile, stored in s_red.
+// Partial scores of this warp's k-slice: its row group against its token group of the tile,
+// 16 tokens a pass, stored in s_red.
 template <typename T, typename V>
 __device__ __forceinline__ void qk_partial(uint32_t stage,
-                                           const uint32_t (&qf)[V::kMTiles][kKSteps][4],
-                                           float* s_red, int kgroup, int nhalf) {
+                                           const uint32_t (&qf)[V::kQKMTiles][kKSteps][4],
+                                           float* s_red, int kgroup, int sub) {
   const int lane = threadIdx.x % 32;
-  float acc[V::kMTiles][2][4] = {};
+  const int row0 = (sub / V::kQKTokenGroups) * V::kQKMTiles * 16;
+  const int tok0 = (sub % V::kQKTokenGroups) * V::kQKPasses * 16;
+  // One pass at a time: two passes' k-step loads in flight together would spill.
+#pragma unroll 1
+  for (int pass = 0; pass < V::kQKPasses; ++pass) {
+    const int tok_base = tok0 + pass * 16;
+    float acc[V::kQKMTiles][2][4] = {};
 #pragma unroll
-  for (int ks = 0; ks < kKSteps; ++ks) {
-    uint32_t kb[4];
-    const int tok = nhalf * kTokensPerHalf + (lane % 8) + 8 * (lane / 16);
-    const int col = (kgroup * kKSteps + ks) * 16 + 8 * ((lane / 8) % 2);
-    ldmatrix_x4(kb, stage + tok * kKVRowBytes + col * 2);
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      uint32_t kb[4];
+      const int tok = tok_base + (lane % 8) + 8 * (lane / 16);
+      const int col = (kgroup * kKSteps + ks) * 16 + 8 * ((lane / 8) % 2);
+      ldmatrix_x4(kb, stage + tok * kKVRowBytes + col * 2);
 #pragma unroll
-    for (int mt = 0; mt < V::kMTiles; ++mt) {
-      mma_16816<T>(acc[mt][0], qf[mt][ks], kb[0], kb[1]);
-      mma_16816<T>(acc[mt][1], qf[mt][ks], kb[2], kb[3]);
+      for (int mt = 0; mt < V::kQKMTiles; ++mt) {
+        mma_16816<T>(acc[mt][0], qf[mt][ks], kb[0], kb[1]);
+        mma_16816<T>(acc[mt][1], qf[mt][ks], kb[2], kb[3]);
+      }
     }
-  }
 #pragma unroll
-  for (int mt = 0; mt < V::kMTiles; ++mt) {
+    for (int mt = 0; mt < V::kQKMTiles; ++mt) {
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      const int row = mt * 16 + lane / 4;
-      const int col = nhalf * kTokensPerHalf + nt * 8 + 2 * (lane % 4);
-      float* dst = s_red + (kgroup * V::kRows + row) * kRedStride + col;
-      *reinterpret_cast<float2*>(dst) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
-      *reinterpret_cast<float2*>(dst + 8 * kRedStride) =
-          make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+      for (int nt = 0; nt < 2; ++nt) {
+        const int row = row0 + mt * 16 + lane / 4;
+        const int col = tok_base + nt * 8 + 2 * (lane % 4);
+        float* dst = s_red + (kgroup * V::kRows + row) * kRedStride + col;
+        *reinterpret_cast<float2*>(dst) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
+        *reinterpret_cast<float2*>(dst + 8 * kRedStride) =
+            make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+      }
     }
   }
 }
