@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs on the device machine (H200) over a .devpkg/ made by scripts/device_package.sh.
-# Steps (default: all): tests | sanitize | python | bench | torch
+# Steps (default: all but profile): tests | sanitize | python | bench | torch | profile
 #   tests     the GPU GoogleTest suite (cuda-mma and the GPU commit against the CPU oracle)
 #   sanitize  compute-sanitizer memcheck and racecheck over a subset of the GPU suite
 #   python    scripts/python_test.sh (builds the package for this GPU, runs pytest with torch)
 #   bench     `treeverify bench` of the suite twice (the spread is the noise), the sm_120 tile
 #             configuration forced on V1/V3/D1, and V1 at page size 64 (page-size parity)
 #   torch     bench/torch_reference.py, the PyTorch naive reference, same cases
+#   profile   ncu: stall reasons of the main kernel on V4 (L cut to 65536) and on V1 at page
+#             size 1 and 64, every kernel's duration in one D1 call, and the sm_80 tile
+#             configuration forced on V1/V4
 # Logs go to $OUT (or ./device-out); each step prints its summary last.
 # Usage (device tool): scripts/device_run.sh tests sanitize   with carry [".devpkg"]
 set -uo pipefail
@@ -50,4 +53,18 @@ fi
 if want torch; then
   PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_reference.py --json "$out/torch.json" >"$out/torch.txt" 2>&1
   cat "$out/torch.txt"
+fi
+if want profile; then
+  {
+    echo "== V4 at L 65536"; scripts/ncu_stalls.sh --heads 64 --tree 64 --prefix 65536 --page 64
+    echo "== V1 page 1"; scripts/ncu_stalls.sh V1
+    echo "== V1 page 64"; scripts/ncu_stalls.sh --heads 8 --tree 16 --prefix 185000 --page 64
+    echo "== D1 kernels of one call"
+    ncu --clock-control none --launch-skip 3 --metrics gpu__time_duration.sum \
+      $bin/treeverify bench --backend cuda-mma --iters 1 --warmup 1 D1 2>&1 |
+      grep -E "^  [a-z_]+.*\(|gpu__time_duration"
+  } >"$out/profile.txt" 2>&1
+  timeout 100 $bin/treeverify bench --backend cuda-mma --config-arch 80 V1 V4 >"$out/bench_cfg80.txt" 2>&1
+  grep -E "^gpu|^(V|D)" "$out/bench_cfg80.txt"
+  grep -E "^==|tensor_op_hmma_cycles|issue_active|duration|dram__throughput|hit_rate|wavefronts|stalled_(barrier|long|short|mio|math|wait)" "$out/profile.txt"
 fi

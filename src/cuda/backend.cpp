@@ -152,10 +152,13 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   const int32_t words = mask_words(plan.max_tree);
   const int64_t rows = static_cast<int64_t>(plan.total_q) * plan.num_heads;
 
-  cuda::launch_build_tree_mask(t.qo_indptr, t.parents, plan.batch_size, plan.total_q, words, mask,
-                               stream);
-  if (cudaError_t err = cudaGetLastError(); err != cudaSuccess)
-    return cuda_error("build_tree_mask launch", err);
+  // One-node trees (decode) need no mask: the kernel never reads a node's own bit.
+  if (plan.max_tree > 1) {
+    cuda::launch_build_tree_mask(t.qo_indptr, t.parents, plan.batch_size, plan.total_q, words, mask,
+                                 stream);
+    if (cudaError_t err = cudaGetLastError(); err != cudaSuccess)
+      return cuda_error("build_tree_mask launch", err);
+  }
 
   const int64_t q_head = t.q_stride_head ? t.q_stride_head : cuda::mma::kQKDim;
   const int64_t o_head = t.out_stride_head ? t.out_stride_head : cuda::mma::kVDim;
@@ -200,6 +203,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
         .qo_indptr = t.qo_indptr,
         .kv_len = t.kv_len,
         .batch = plan.batch_size,
+        .max_rows = plan.max_tree * plan.num_heads,
         .num_heads = plan.num_heads,
         .chunk_tokens = plan.chunk_tokens,
         .total_rows = rows,

@@ -5,37 +5,43 @@
 #include "cuda/common/combine.cuh"
 #include "cuda/common/constants.h"
 #include "cuda/common/mma.cuh"
-#include "cuda/common/request.cuh"
 
 namespace treeverify::cuda {
 namespace {
 
 constexpr int kCombineThreads = kVDim / 4;  // 4 columns a thread: one float4 load per partial
 
-// One block per row: lse-weighted sum of the row's chunk partials.
+// Block (r, b) merges row r of request b: the lse-weighted sum of its chunk partials, in one
+// pass with a running max, so every chunk's lse and values are requested together. The grid
+// names the request, so no block searches qo_indptr.
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const CombineParams p) {
-  const int64_t grow = blockIdx.x;
-  const int node = static_cast<int>(grow / p.num_heads);
-  const int head = static_cast<int>(grow % p.num_heads);
-  const int b = find_request(p.qo_indptr, p.batch, node);
+  const int b = blockIdx.y;
+  const int q0 = __ldg(p.qo_indptr + b);
+  const int rows_b = (__ldg(p.qo_indptr + b + 1) - q0) * p.num_heads;
   const int n = (__ldg(p.kv_len + b) + p.chunk_tokens - 1) / p.chunk_tokens;
-  if (n <= 1) return;
-  float m = -INFINITY;
-  for (int c = 0; c < n; ++c) m = fmaxf(m, __ldg(p.part_lse + c * p.total_rows + grow));
+  if (static_cast<int>(blockIdx.x) >= rows_b || n <= 1) return;
+  const int64_t grow = static_cast<int64_t>(q0) * p.num_heads + blockIdx.x;
   const int col = threadIdx.x * 4;
+  float m = -INFINITY, sum = 0.f;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  float sum = 0.f;
-  if (m != -INFINITY) {
-    for (int c = 0; c < n; ++c) {
-      const float w = exp2f(__ldg(p.part_lse + c * p.total_rows + grow) - m);
-      const float4 v = __ldg(
-          reinterpret_cast<const float4*>(p.part_out + (c * p.total_rows + grow) * kVDim + col));
-      acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
-      sum += w;
-    }
+#pragma unroll 4
+  for (int c = 0; c < n; ++c) {
+    // Every chunk c < n ran and wrote finite values (0 where it saw nothing, lse -inf).
+    const float s = __ldg(p.part_lse + c * p.total_rows + grow);
+    const float4 v = __ldg(
+        reinterpret_cast<const float4*>(p.part_out + (c * p.total_rows + grow) * kVDim + col));
+    if (s == -INFINITY) continue;
+    const float m_new = fmaxf(m, s);
+    const float scale = exp2f(m - m_new), w = exp2f(s - m_new);  // scale = 0 while m = -inf
+    acc.x = acc.x * scale + w * v.x, acc.y = acc.y * scale + w * v.y;
+    acc.z = acc.z * scale + w * v.z, acc.w = acc.w * scale + w * v.w;
+    sum = sum * scale + w;
+    m = m_new;
   }
   const float inv = sum > 0.f ? 1.f / sum : 0.f;
+  const int node = static_cast<int>(grow / p.num_heads),
+            head = static_cast<int>(grow % p.num_heads);
   T* dst = static_cast<T*>(p.out) + node * p.out_stride_token + head * p.out_stride_head + col;
   *reinterpret_cast<uint2*>(dst) =
       make_uint2(pack2<T>(acc.x * inv, acc.y * inv), pack2<T>(acc.z * inv, acc.w * inv));
@@ -78,7 +84,7 @@ __global__ void merge_state_kernel(const T* __restrict__ v_a, const float* __res
 
 void launch_combine(const CombineParams& p, DType dtype, cudaStream_t stream) {
   if (p.total_rows == 0) return;
-  const dim3 grid(static_cast<unsigned>(p.total_rows));
+  const dim3 grid(static_cast<unsigned>(p.max_rows), static_cast<unsigned>(p.batch));
   if (dtype == DType::kBF16) {
     combine_kernel<__nv_bfloat16><<<grid, kCombineThreads, 0, stream>>>(p);
   } else {

@@ -16,6 +16,7 @@ struct CombineParams {
   const int32_t* qo_indptr;  // [B+1]
   const int32_t* kv_len;     // [B]
   int32_t batch;
+  int32_t max_rows;  // T * H of the largest request
   int32_t num_heads;
   int32_t chunk_tokens;
   int64_t total_rows;        // total_q * H

@@ -64,6 +64,12 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int s
                "r"(src_bytes));
 #endif
 }
+// 4-byte global -> shared copy (cp.async allows only .ca, through L1, at this size).
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src) {
+#if TV_HAS_CP_ASYNC
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+#endif
+}
 __device__ __forceinline__ void cp_async_commit() {
 #if TV_HAS_CP_ASYNC
   asm volatile("cp.async.commit_group;\n" ::);

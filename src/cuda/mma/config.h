@@ -63,7 +63,11 @@ struct Variant {
   static constexpr int kTokensPerLane = kTileTokens / kLanesPerRow;
   static constexpr int kRedBytes = kKGroups * kRows * kRedStride * 4;
   static constexpr int kPBytes = kRows * kPStride * 2;
-  static constexpr int kSmemBytes = kStages * kStageBytes + kRedBytes + kPBytes + 2 * kRows * 4;
+  // Page-table entries of the tokens of kStages tiles, copied kStages - 1 tiles ahead of the
+  // KV rows they locate (load_page_ids), so the copy loop never waits on a global load.
+  static constexpr int kIdxBytes = kStages * kTileTokens * 4;
+  static constexpr int kSmemBytes =
+      kStages * kStageBytes + kRedBytes + kPBytes + 2 * kRows * 4 + kIdxBytes;
   static_assert(kRowsPerWarp >= 1 && kTokensPerLane >= 2 && kTokensPerLane % 2 == 0);
   static_assert(kStages >= 2);
   static_assert(kQKRowGroups * kQKTokenGroups == kQKSubs && kQKPasses >= 1);

@@ -19,10 +19,9 @@
 
 namespace treeverify::cuda::mma {
 
+// One CTA's work; the kernel below decides where it is compiled.
 template <typename T, typename V>
-__global__ void __launch_bounds__(kThreads, V::kMinBlocks)
-    verify_mma_kernel(const __grid_constant__ VerifyKernelParams p) {
-#if TV_HAS_MMA_SYNC_16816
+__device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   const int b = blockIdx.z;
   CtaWork w;
   w.q0 = p.qo_indptr[b];
@@ -45,29 +44,49 @@ __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
   float* s_alpha =
       reinterpret_cast<float*>(smem + V::kStages * kStageBytes + V::kRedBytes + V::kPBytes);
   float* s_lse = s_alpha + V::kRows;
+  const int32_t* s_idx = reinterpret_cast<const int32_t*>(s_lse + V::kRows);
+  const uint32_t s_idx_addr = smem_addr(s_idx);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kgroup = warp % kKGroups, sub = warp / kKGroups;
 
+  // Page-table entries travel kIdxAhead tiles ahead of the KV rows: those of tile t are in
+  // the copy group of tile t - kIdxAhead, complete before tile t's rows are requested.
+  constexpr int kIdxAhead = V::kStages - 1;
+  const int n_tiles = (w.tok_end - w.tok_begin + kTileTokens - 1) / kTileTokens;
+  auto stage_of = [&](int tile) { return s_kv + (tile % V::kStages) * kStageBytes; };
+  auto ids_slot = [&](int tile) { return (tile % V::kStages) * kTileTokens; };
+  auto load_ids = [&](int tile) {
+    if (tile < n_tiles)
+      load_page_ids(p, s_idx_addr + ids_slot(tile) * 4, w.page_base,
+                    w.tok_begin + tile * kTileTokens, w.tok_end);
+  };
+  auto load = [&](int tile) {
+    if (tile < n_tiles)
+      load_kv_tile(p, stage_of(tile), s_idx + ids_slot(tile), w.tok_begin + tile * kTileTokens,
+                   w.tok_end);
+    load_ids(tile + kIdxAhead);
+    cp_async_commit();  // always, so the group count per tile stays uniform
+  };
+  for (int t = 0; t < kIdxAhead; ++t) load_ids(t);  // land with Q (load_q waits for all)
+
   uint32_t qf[V::kQKMTiles][kKSteps][4];
   load_q<V>(p, w, s_kv, kgroup, sub / V::kQKTokenGroups, qf);
 
-  const int n_tiles = (w.tok_end - w.tok_begin + kTileTokens - 1) / kTileTokens;
-  auto stage_of = [&](int tile) { return s_kv + (tile % V::kStages) * kStageBytes; };
-  auto load = [&](int tile) {
-    if (tile < n_tiles)
-      load_kv_tile(p, stage_of(tile), w.page_base, w.tok_begin + tile * kTileTokens, w.tok_end);
-    cp_async_commit();  // always, so the group count per tile stays uniform
-  };
+  // A barrier between prologue copies: load(s) reuses the page-id slot load(s - 1) reads.
 #pragma unroll
-  for (int s = 0; s < V::kStages - 1; ++s) load(s);
+  for (int s = 0; s < V::kStages - 1; ++s) {
+    if (s > 0) __syncthreads();
+    load(s);
+  }
 
   float o[V::kMTiles][kVColsPerWarp / 8][4] = {};
   const int sm_row = warp * V::kRowsPerWarp + lane / V::kLanesPerRow;
   const bool row_valid = w.row0 + sm_row < w.rows_b;
-  const uint32_t* mask_row =
-      p.tree_mask +
-      static_cast<int64_t>(w.q0 + (row_valid ? (w.row0 + sm_row) / p.num_heads : 0)) * p.mask_words;
+  // The tree node of this thread's softmax row (request-relative) and its ancestor bits; a
+  // node always sees itself, so requests of one node (decode) never read the mask.
+  const int own_node = row_valid ? (w.row0 + sm_row) / p.num_heads : 0;
+  const uint32_t* mask_row = p.tree_mask + static_cast<int64_t>(w.q0 + own_node) * p.mask_words;
   RowState st;
 
   if constexpr (V::kOverlap) {
@@ -80,7 +99,7 @@ __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
       __syncthreads();  // s_red holds tile's scores; PV(tile-1) is done, its stage is free
       load(tile + V::kStages - 1);
       softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * kTileTokens, mask_row,
-                         row_valid, st);
+                         own_node, row_valid, st);
       cp_async_wait<V::kStages - 2>();  // tile + 1 has landed
       __syncthreads();                  // P, alpha and tile + 1 visible; s_red consumed
       if (tile + 1 < n_tiles) qk_partial<T, V>(stage_of(tile + 1), qf, s_red, kgroup, sub);
@@ -94,7 +113,7 @@ __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
       qk_partial<T, V>(stage_of(tile), qf, s_red, kgroup, sub);
       __syncthreads();
       softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * kTileTokens, mask_row,
-                         row_valid, st);
+                         own_node, row_valid, st);
       __syncthreads();
       pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
     }
@@ -102,6 +121,21 @@ __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
   cp_async_wait<0>();
   __syncthreads();  // every warp is past its last read of s_alpha, which the epilogue reuses
   epilogue<T, V>(p, w, st, s_alpha, s_lse, o);
+}
+
+// A variant that needs more shared memory than the architecture gives a block is never
+// launched there (dispatch checks), so it is not compiled there either.
+template <typename T, typename V>
+__global__ void __launch_bounds__(kThreads, V::kMinBlocks)
+    verify_mma_kernel(const __grid_constant__ VerifyKernelParams p) {
+#if TV_HAS_MMA_SYNC_16816
+  if constexpr (V::kSmemBytes <= kSmemLimitConsumer || TV_HAS_SMEM_ABOVE_99KB)
+    verify_cta<T, V>(p);
+  else  // a constant message: printf with arguments would need a stack frame
+    printf(
+        "treeverify: this verify_mma_kernel variant needs more shared memory than this "
+        "architecture has; dispatch should not have launched it\n"),
+        __trap();
 #elif TV_DEVICE_PASS
   TV_NO_DEVICE_CODE("verify_mma_kernel");
 #endif

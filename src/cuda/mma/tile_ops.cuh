@@ -26,11 +26,23 @@ struct CtaWork {
   bool final_out;          // the request has one chunk: write out/lse directly
 };
 
+// Copies the page-table entry of each token of the tile starting at sequence token `first`
+// into the ring slot `slot` (one warp, 4 bytes a lane; entries at or past `end` are not
+// needed and not copied).
+__device__ __forceinline__ void load_page_ids(const VerifyKernelParams& p, uint32_t slot,
+                                              int page_base, int first, int end) {
+  static_assert(kTileTokens == 32, "one lane a token");
+  const int t = first + static_cast<int>(threadIdx.x);
+  if (threadIdx.x < kTileTokens && t < end)
+    cp_async_4(slot + threadIdx.x * 4, p.kv_page_indices + page_base + (t >> p.page_shift));
+}
+
 // Copies kTileTokens KV rows from sequence token `first` (rows at or past `end` are zero
 // filled, so masked probabilities multiply finite values) into one stage: 8 threads a token,
-// 9 x 16 bytes each: one page-table lookup per thread, 128 contiguous bytes per 8 lanes.
+// 9 x 16 bytes each, 128 contiguous bytes per 8 lanes. `page_ids` holds the tile's page-table
+// entries (load_page_ids, already landed).
 __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32_t stage,
-                                             int page_base, int first, int end) {
+                                             const int32_t* page_ids, int first, int end) {
   constexpr int kChunks = kQKDim * 2 / 16;                  // 72 pieces of 16 bytes a row
   constexpr int kThreadsPerToken = kThreads / kTileTokens;  // 8
   static_assert(kChunks % kThreadsPerToken == 0);
@@ -42,7 +54,7 @@ __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32
   const char* src = static_cast<const char*>(p.kv) + sub * 16;
   int bytes = 0;
   if (t < end) {
-    const int64_t page = __ldg(p.kv_page_indices + page_base + (t >> p.page_shift));
+    const int64_t page = page_ids[tok];
     src += ((page << p.page_shift) + (t & ((1 << p.page_shift) - 1))) * (kQKDim * 2);
     bytes = 16;
   }
@@ -149,7 +161,7 @@ struct RowState {
 template <typename T, typename V>
 __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
                                              const float* s_red, T* s_p, float* s_alpha, int first,
-                                             const uint32_t* mask_row, bool row_valid,
+                                             const uint32_t* mask_row, int own_node, bool row_valid,
                                              RowState& st) {
   const int lane = threadIdx.x % 32;
   const int row = (threadIdx.x / 32) * V::kRowsPerWarp + lane / V::kLanesPerRow;
@@ -180,7 +192,7 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
       bool visible = row_valid && t < w.tok_end;
       if (visible && t >= w.prefix) {  // a tree token: visible iff an ancestor or itself
         const int node = t - w.prefix;
-        visible = (__ldg(mask_row + node / 32) >> (node % 32)) & 1u;
+        visible = node == own_node || ((__ldg(mask_row + node / 32) >> (node % 32)) & 1u);
       }
       x[j] = visible ? x[j] * p.scale_log2 : kNegInf;
       tile_max = fmaxf(tile_max, x[j]);
