@@ -7,6 +7,8 @@
 #   bench     `treeverify bench` of the suite twice (the spread is the noise), the sm_120 tile
 #             configuration forced on V1/V3/D1, and V1 at page size 64 (page-size parity)
 #   torch     bench/torch_reference.py, the PyTorch naive reference, same cases
+#   sass      ncu: warp-stall samples per SASS instruction of the main kernel on V4 (L cut
+#             to 65536), as csv (sass.csv) and the 40 instructions with the most samples
 #   profile   ncu: stall reasons of the main kernel on V4 (L cut to 65536) and on V1 at page
 #             size 1 and 64, every kernel's duration in one D1 call, and the sm_80 tile
 #             configuration forced on V1/V4
@@ -67,4 +69,13 @@ if want profile; then
   timeout 100 $bin/treeverify bench --backend cuda-mma --config-arch 80 V1 V4 >"$out/bench_cfg80.txt" 2>&1
   grep -E "^gpu|^(V|D)" "$out/bench_cfg80.txt"
   grep -E "^==|tensor_op_hmma_cycles|issue_active|duration|dram__throughput|hit_rate|wavefronts|stalled_(barrier|long|short|mio|math|wait)" "$out/profile.txt"
+fi
+if want sass; then
+  ncu --clock-control none --kernel-name regex:verify_mma --launch-skip 2 --launch-count 1 \
+    --section WarpStateStats --section SourceCounters --export "$out/sass" --force-overwrite \
+    $bin/treeverify bench --backend cuda-mma --iters 1 --warmup 2 --heads 64 --tree 64 \
+    --prefix 65536 --page 64 >"$out/sass_run.log" 2>&1
+  ncu --import "$out/sass.ncu-rep" --page source --print-source sass --csv >"$out/sass.csv" 2>&1
+  rm -f "$out/sass.ncu-rep"
+  python3 scripts/sass_hotspots.py "$out/sass.csv" 40 | tee "$out/sass_top.txt"
 fi
