@@ -16,6 +16,21 @@
 #define TV_HAS_CP_ASYNC 0
 #endif
 
+// Bulk asynchronous copies (cp.async.bulk) completing on an mbarrier's transaction count:
+// sm_90 and later (PTX ISA: "Data Movement and Conversion Instructions: cp.async.bulk").
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TV_HAS_BULK_COPY 1
+#else
+#define TV_HAS_BULK_COPY 0
+#endif
+
+// Programmatic dependent launch (griddepcontrol): sm_90 and later.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TV_HAS_PDL 1
+#else
+#define TV_HAS_PDL 0
+#endif
+
 // More than the 99 KB of shared memory a block gets on sm_86, sm_89 and sm_120/121:
 // sm_80/87 (163 KB) and sm_90 up to sm_110 (227 KB).
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870 || \

@@ -16,6 +16,10 @@ constexpr int kCombineThreads = kVDim / 4;  // 4 columns a thread: one float4 lo
 // names the request, so no block searches qo_indptr.
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const CombineParams p) {
+#if TV_HAS_PDL
+  // Launched as a programmatic dependent of the main kernel: wait for all of it to finish.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   const int b = blockIdx.y;
   const int q0 = __ldg(p.qo_indptr + b);
   const int rows_b = (__ldg(p.qo_indptr + b + 1) - q0) * p.num_heads;
@@ -82,14 +86,20 @@ __global__ void merge_state_kernel(const T* __restrict__ v_a, const float* __res
 
 }  // namespace
 
-void launch_combine(const CombineParams& p, DType dtype, cudaStream_t stream) {
-  if (p.total_rows == 0) return;
-  const dim3 grid(static_cast<unsigned>(p.max_rows), static_cast<unsigned>(p.batch));
-  if (dtype == DType::kBF16) {
-    combine_kernel<__nv_bfloat16><<<grid, kCombineThreads, 0, stream>>>(p);
-  } else {
-    combine_kernel<__half><<<grid, kCombineThreads, 0, stream>>>(p);
-  }
+cudaError_t launch_combine(const CombineParams& p, DType dtype, bool programmatic,
+                           cudaStream_t stream) {
+  if (p.total_rows == 0) return cudaSuccess;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(p.max_rows), static_cast<unsigned>(p.batch));
+  config.blockDim = dim3(kCombineThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attr;
+  config.numAttrs = programmatic ? 1 : 0;
+  return dtype == DType::kBF16 ? cudaLaunchKernelEx(&config, combine_kernel<__nv_bfloat16>, p)
+                               : cudaLaunchKernelEx(&config, combine_kernel<__half>, p);
 }
 
 void launch_merge_state(DType dtype, int64_t num_rows, int32_t head_dim, const void* v_a,

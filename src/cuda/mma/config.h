@@ -39,10 +39,13 @@ inline constexpr int kRedStride = kTileTokens + 8;
 // P [rows][kPStride] 16-bit: 80-byte rows are conflict-free for ldmatrix.
 inline constexpr int kPStride = kTileTokens + 8;
 
-// One kernel variant: kMTiles m16 tiles of rows per CTA and a kStages-deep cp.async pipeline.
-template <int kMTiles_, int kStages_>
+// One kernel variant: kMTiles m16 tiles of rows per CTA and a kStages-deep pipeline of KV
+// tiles, copied 16 bytes a thread by cp.async, or (kBulk, sm_90+) a row per bulk copy
+// completing on one mbarrier per stage.
+template <int kMTiles_, int kStages_, bool kBulk_ = false>
 struct Variant {
   static constexpr int kMTiles = kMTiles_;
+  static constexpr bool kBulk = kBulk_;
   static constexpr int kRows = 16 * kMTiles;
   static constexpr int kStages = kStages_;
   // With three or more stages the loop overlaps the score product of tile i+1 with the P.V
@@ -66,8 +69,9 @@ struct Variant {
   // Page-table entries of the tokens of kStages tiles, copied kStages - 1 tiles ahead of the
   // KV rows they locate (load_page_ids), so the copy loop never waits on a global load.
   static constexpr int kIdxBytes = kStages * kTileTokens * 4;
+  static constexpr int kBarBytes = kBulk ? kStages * 8 : 0;  // one mbarrier a stage
   static constexpr int kSmemBytes =
-      kStages * kStageBytes + kRedBytes + kPBytes + 2 * kRows * 4 + kIdxBytes;
+      kStages * kStageBytes + kRedBytes + kPBytes + 2 * kRows * 4 + kIdxBytes + kBarBytes;
   static_assert(kRowsPerWarp >= 1 && kTokensPerLane >= 2 && kTokensPerLane % 2 == 0);
   static_assert(kStages >= 2);
   static_assert(kQKRowGroups * kQKTokenGroups == kQKSubs && kQKPasses >= 1);
@@ -79,6 +83,7 @@ using VariantLarge4 = Variant<2, 4>;  // 32 rows, 4 stages: sm_90/100 (227 KB pe
 using VariantSmall = Variant<1, 2>;   // 16 rows (decode, H <= 16): half the tensor work a tile
 using VariantWide3 = Variant<4, 3>;   // 64 rows, 3 stages: sm_80 (163 KB per block)
 using VariantWide4 = Variant<4, 4>;   // 64 rows, 4 stages: sm_90/100 (227 KB per block)
+using VariantSmallBulk = Variant<1, 2, true>;  // 16 rows, bulk copies (sm_90+)
 
 inline constexpr int kSmemLimitConsumer = 101376;  // per block on sm_86, sm_89, sm_120
 static_assert(VariantLarge2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
@@ -92,16 +97,20 @@ static_assert(VariantWide4::kSmemBytes <= 227 * 1024, "must fit sm_90/sm_100");
 // The 64-row variant reads each KV tile into shared memory once for twice the rows of the
 // 32-row one, but needs more than the 99 KB a block gets on sm_86/89/120. In the overlapped
 // loop a tile is prefetched kStages - 2 tiles ahead of its first use; 4 stages measured
-// 1.5-2% faster than 3 on sm_90 (H200, 2026-11-29, DESIGN_NOTES.md). Every variant is compiled
-// for every architecture, so the code shipped for sm_80 and sm_120 can be forced and executed
-// on an H200.
+// 1.5-2% faster than 3 on sm_90 (H200, 2026-11-29, DESIGN_NOTES.md). Bulk copies (one
+// instruction a KV row) made memory-bound decode 2.5% faster on the H200 and the 64-row
+// variant 17% slower, so only the 16-row variant uses them. Every variant is compiled for
+// every architecture that can run it, so the code shipped for sm_80 and sm_120 can be forced
+// and executed on an H200 (sm_120 keeps cp.async: its bulk-copy speed is unmeasured).
 struct TileConfig {
   int arch;          // SM version the entry is for
   int large_stages;  // stages of the 32-row variant
   int wide_stages;   // stages of the 64-row variant; 0: not run there
+  bool small_bulk;   // 16-row variant copies KV rows by bulk copies (sm_90+)
 };
 inline constexpr TileConfig kTileConfigs[] = {
-    {80, 3, 3}, {86, 2, 0}, {89, 2, 0}, {90, 4, 4}, {100, 4, 4}, {120, 2, 0},
+    {80, 3, 3, false}, {86, 2, 0, false}, {89, 2, 0, false},
+    {90, 4, 4, true},  {100, 4, 4, true}, {120, 2, 0, false},
 };
 
 // Which variant a plan runs, as recorded in Plan::variant.
@@ -113,6 +122,7 @@ enum class VariantId : int {
   kSmall = 3,
   kWide3 = 4,
   kWide4 = 5,
+  kSmallBulk = 6,
 };
 
 // The variant for SM version `sm` (the newest table entry not above it) and requests of at
@@ -122,7 +132,7 @@ constexpr VariantId choose_variant(int sm, int64_t max_rows) {
   for (const TileConfig& c : kTileConfigs)
     if (c.arch <= sm) cfg = &c;
   if (cfg == nullptr) return VariantId::kNone;
-  if (max_rows <= 16) return VariantId::kSmall;
+  if (max_rows <= 16) return cfg->small_bulk ? VariantId::kSmallBulk : VariantId::kSmall;
   if (max_rows > 32 && cfg->wide_stages == 4) return VariantId::kWide4;
   if (max_rows > 32 && cfg->wide_stages == 3) return VariantId::kWide3;
   return cfg->large_stages == 4   ? VariantId::kLarge4
@@ -144,6 +154,8 @@ decltype(auto) with_variant(VariantId id, F&& f) {
       return f(VariantWide3{});
     case VariantId::kWide4:
       return f(VariantWide4{});
+    case VariantId::kSmallBulk:
+      return f(VariantSmallBulk{});
     case VariantId::kSmall:
     case VariantId::kNone:
       break;

@@ -46,6 +46,13 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   float* s_lse = s_alpha + V::kRows;
   const int32_t* s_idx = reinterpret_cast<const int32_t*>(s_lse + V::kRows);
   const uint32_t s_idx_addr = smem_addr(s_idx);
+  const uint32_t s_bar = s_idx_addr + V::kIdxBytes;  // kBulk: one mbarrier a stage
+  if constexpr (V::kBulk) {
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < V::kStages; ++s) mbar_init(s_bar + s * 8);
+      mbar_init_fence();
+    }  // load_q's barrier publishes them before the first copy
+  }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kgroup = warp % kKGroups, sub = warp / kKGroups;
@@ -62,9 +69,15 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
                     w.tok_begin + tile * kTileTokens, w.tok_end);
   };
   auto load = [&](int tile) {
-    if (tile < n_tiles)
-      load_kv_tile(p, stage_of(tile), s_idx + ids_slot(tile), w.tok_begin + tile * kTileTokens,
-                   w.tok_end);
+    if (tile < n_tiles) {
+      if constexpr (V::kBulk)
+        load_kv_tile_bulk(p, stage_of(tile), s_idx + ids_slot(tile),
+                          w.tok_begin + tile * kTileTokens, w.tok_end,
+                          s_bar + (tile % V::kStages) * 8);
+      else
+        load_kv_tile(p, stage_of(tile), s_idx + ids_slot(tile), w.tok_begin + tile * kTileTokens,
+                     w.tok_end);
+    }
     load_ids(tile + kIdxAhead);
     cp_async_commit();  // always, so the group count per tile stays uniform
   };
@@ -89,10 +102,17 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   const uint32_t* mask_row = p.tree_mask + static_cast<int64_t>(w.q0 + own_node) * p.mask_words;
   RowState st;
 
+  // Tile `tile` has landed: its cp.async group is complete (the caller's wait_group) and, for
+  // bulk copies, its stage's mbarrier has finished the phase of this use of the stage.
+  auto wait_bulk = [&](int tile) {
+    if constexpr (V::kBulk)
+      if (tile < n_tiles) mbar_wait(s_bar + (tile % V::kStages) * 8, (tile / V::kStages) & 1);
+  };
   if constexpr (V::kOverlap) {
     // barrier | softmax(i) | barrier | QK(i+1) + PV(i): the tensor cores get both products
     // between two barriers. Tile i+1 is prefetched kStages-2 tiles ahead of its use.
     cp_async_wait<V::kStages - 2>();
+    wait_bulk(0);
     __syncthreads();
     qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, sub);
     for (int tile = 0; tile < n_tiles; ++tile) {
@@ -101,13 +121,15 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
       softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * kTileTokens, mask_row,
                          own_node, row_valid, st);
       cp_async_wait<V::kStages - 2>();  // tile + 1 has landed
-      __syncthreads();                  // P, alpha and tile + 1 visible; s_red consumed
+      wait_bulk(tile + 1);
+      __syncthreads();  // P, alpha and tile + 1 visible; s_red consumed
       if (tile + 1 < n_tiles) qk_partial<T, V>(stage_of(tile + 1), qf, s_red, kgroup, sub);
       pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
     }
   } else {
     for (int tile = 0; tile < n_tiles; ++tile) {
       cp_async_wait<V::kStages - 2>();
+      wait_bulk(tile);
       __syncthreads();  // tile landed; PV(tile-1) done, so its stage, s_p and s_red are free
       load(tile + V::kStages - 1);
       qk_partial<T, V>(stage_of(tile), qf, s_red, kgroup, sub);
@@ -128,8 +150,14 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
 template <typename T, typename V>
 __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
     verify_mma_kernel(const __grid_constant__ VerifyKernelParams p) {
+#if TV_HAS_PDL
+  // Lets the combine kernel, launched as a programmatic dependent, be scheduled as SMs free up;
+  // it waits for this whole grid (griddepcontrol.wait) before reading any partial.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 #if TV_HAS_MMA_SYNC_16816
-  if constexpr (V::kSmemBytes <= kSmemLimitConsumer || TV_HAS_SMEM_ABOVE_99KB)
+  if constexpr ((V::kSmemBytes <= kSmemLimitConsumer || TV_HAS_SMEM_ABOVE_99KB) &&
+                (!V::kBulk || TV_HAS_BULK_COPY))
     verify_cta<T, V>(p);
   else  // a constant message: printf with arguments would need a stack frame
     printf(

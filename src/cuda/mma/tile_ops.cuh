@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/bulk_copy.cuh"
 #include "cuda/common/constants.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/mma/config.h"
@@ -62,6 +63,27 @@ __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32
 #pragma unroll
   for (int i = 0; i < kChunks / kThreadsPerToken; ++i)
     cp_async_16(dst + i * kThreadsPerToken * 16, src + i * kThreadsPerToken * 16, bytes);
+}
+
+// The same tile by bulk copies (sm_90+), issued by warp 0, a row a lane, completing on the
+// stage's mbarrier `bar` (one arrival expecting the whole tile). A row past `end` repeats the
+// tile's last valid row instead of being zero filled: its probability is 0, and a row of the
+// request is finite wherever the output is.
+__device__ __forceinline__ void load_kv_tile_bulk(const VerifyKernelParams& p, uint32_t stage,
+                                                  const int32_t* page_ids, int first, int end,
+                                                  uint32_t bar) {
+  static_assert(kTileTokens == 32, "one lane a row");
+  constexpr uint32_t kRowBytes = kQKDim * 2;
+  if (threadIdx.x >= 32) return;
+  const int lane = static_cast<int>(threadIdx.x);
+  if (lane == 0) mbar_arrive_expect_tx(bar, kTileTokens * kRowBytes);
+  __syncwarp();
+  const int tok = min(lane, end - 1 - first);
+  const int t = first + tok;
+  const int64_t page = page_ids[tok];
+  const char* src = static_cast<const char*>(p.kv) +
+                    ((page << p.page_shift) + (t & ((1 << p.page_shift) - 1))) * kRowBytes;
+  bulk_copy_g2s(stage + lane * kKVRowBytes, src, kRowBytes, bar);
 }
 
 // Stages the CTA's kRows query rows in `buf` (rows past the request are zero) and loads this

@@ -1,0 +1,64 @@
+// Thin wrappers over mbarriers and the bulk asynchronous copy (sm_90+): one instruction moves
+// a whole contiguous row into shared memory and reports its bytes to an mbarrier, which
+// threads then wait on by phase parity. PTX ISA: "Parallel Synchronization and Communication
+// Instructions: mbarrier" and "cp.async.bulk".
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/arch.cuh"
+
+namespace treeverify::cuda {
+
+// Makes the mbarrier at `bar` expect one arrival per phase.
+__device__ __forceinline__ void mbar_init(uint32_t bar) {
+#if TV_HAS_BULK_COPY
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar));
+#endif
+}
+
+// Orders mbarrier initialisation before their use by the async proxy (follow with a barrier).
+__device__ __forceinline__ void mbar_init_fence() {
+#if TV_HAS_BULK_COPY
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// The phase's one arrival, announcing `bytes` of copies that will complete on it.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+#if TV_HAS_BULK_COPY
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+#endif
+}
+
+// Waits until the phase of parity `parity` of the mbarrier has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if TV_HAS_BULK_COPY
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "wait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#endif
+}
+
+// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared
+// memory; completion is counted on the mbarrier at `bar`.
+__device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes,
+                                              uint32_t bar) {
+#if TV_HAS_BULK_COPY
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+#endif
+}
+
+}  // namespace treeverify::cuda

@@ -1,0 +1,6 @@
+// Portable verify kernel, fp16, 16 rows, 2 stages, bulk copies (sm_90/100 decode).
+#include "cuda/mma/launcher.cuh"
+
+namespace treeverify::cuda::mma {
+TV_INSTANTIATE_VERIFY_MMA(__half, VariantSmallBulk)
+}  // namespace treeverify::cuda::mma
