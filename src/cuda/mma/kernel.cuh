@@ -1,10 +1,12 @@
 // The portable split-KV MLA tree-verify kernel: mma.sync + ldmatrix + cp.async, sm_80..sm_120.
 //
 // One CTA = V::kRows query rows (row r of request b is node r / H, head r % H) x one chunk of
-// that request's KV sequence. The chunk streams through a V::kStages-deep cp.async pipeline
-// of kTileTokens-token tiles; each tile is read once and used by all rows of the CTA:
-//   1. S = Q K^T (qk_partial): warp (kgroup, nhalf) multiplies its register-resident 144-deep
-//      Q slice with 16 tokens; the 4 k-group partials meet in shared memory (s_red).
+// that request's KV sequence. The chunk streams through a V::kStages-deep pipeline of
+// kTileTokens-token tiles (cp.async, or cp.async.bulk for V::kBulk); each tile is read once
+// and used by all rows of the CTA:
+//   1. S = Q K^T (qk_partial): warp (kgroup, sub) multiplies its register-resident 144-deep
+//      Q slice (at most 32 rows) with its tokens; the 4 k-group partials meet in shared
+//      memory (s_red).
 //   2. Online softmax (softmax_tile, fp32, log2 units), with the ancestor mask only in tiles
 //      that reach the tree region.
 //   3. O += P V (pv_tile): warp w owns output columns [64w, 64w+64) of every row; V is the
