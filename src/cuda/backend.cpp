@@ -122,10 +122,18 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   plan->num_chunks = sched.num_chunks;
   plan->kernel =
       fmt::format("cuda-mma/{}/{}/sm{}-config", dtype_name(problem.dtype), facts.name, config_arch);
+  // Why this tile size: the table in cuda/mma/config.h.
+  const char* tiles = facts.rows == 16   ? "no request has more than 16 rows"
+                      : facts.rows == 64 ? "requests have more than 32 rows"
+                      : max_rows <= 32   ? "no request has more than 32 rows"
+                                         : "the 64-row tiles need more shared memory than this "
+                                           "configuration's 99 KB a block";
   plan->reason = fmt::format(
-      "{} runs sm_{} code; {} row block(s) x {} chunk(s) of {} tokens = {} CTAs, {} per SM", where,
-      device.kernel_arch, sched.max_row_blocks, sched.num_chunks, sched.chunk_tokens,
-      sched.num_ctas, facts.ctas_per_sm);
+      "{} runs sm_{} code; {} rows a CTA ({}){}; {} row block(s) x {} chunk(s) of {} tokens = {} "
+      "CTAs, {} per SM",
+      where, device.kernel_arch, facts.rows, tiles, facts.bulk ? ", KV rows by bulk copies" : "",
+      sched.max_row_blocks, sched.num_chunks, sched.chunk_tokens, sched.num_ctas,
+      facts.ctas_per_sm);
   plan->workspace_bytes = workspace_layout(*plan).total();
   return Status::Ok();
 }
