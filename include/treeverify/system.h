@@ -28,7 +28,8 @@ struct DeviceInfo {
   size_t smem_per_block_optin = 0;  // the most dynamic shared memory one block may use
   int clock_mhz = 0;
   bool has_kernel_code = false;  // a compiled architecture can run on this device
-  int kernel_arch = 0;           // the compiled architecture it runs (0 if none)
+  int kernel_arch = 0;           // the architecture the code it runs was compiled for (0 if
+                                 // none; below the device's when the driver JIT-compiles PTX)
 };
 
 // The CUDA devices present; empty (and ok) with no GPU or without the CUDA backend.

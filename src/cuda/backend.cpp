@@ -74,11 +74,12 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                   "{} has no code in this build (compiled for {}); rebuild with "
                   "TREEVERIFY_CUDA_ARCHS including {}",
                   where, compiled, sm);
-  const int config_arch = options.force_config_arch > 0 ? options.force_config_arch : sm;
   // 16-row CTAs when no request has more rows (decode with H <= 16): half the tensor work per
   // KV tile, and two CTAs per SM where shared memory allows; 64-row CTAs where they fit.
+  // device.kernel_arch is the architecture the loaded device code was compiled for.
   const int64_t max_rows = static_cast<int64_t>(summary.max_tree) * problem.num_heads;
-  const VariantId variant = cuda::mma::choose_variant(config_arch, max_rows);
+  const auto [config_arch, variant] =
+      cuda::mma::choose_tiles(sm, device.kernel_arch, options.force_config_arch, max_rows);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, variant != VariantId::kNone,
                   "options.force_config_arch", "no tile configuration for sm_{}", config_arch);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, problem.batch_size <= 65535, "batch_size",
@@ -96,11 +97,13 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
       "allows {}",
       config_arch, facts.name, facts.smem, where, device.smem_per_block_optin);
 
-  TV_REQUIRE_CODE(StatusCode::kUnsupported, !facts.bulk || sm >= 90,
+  TV_REQUIRE_CODE(StatusCode::kUnsupported,
+                  cuda::mma::variant_compiled_for(variant, device.kernel_arch),
                   options.force_config_arch > 0 ? "options.force_config_arch" : "device",
-                  "the sm_{} configuration ({}) copies with cp.async.bulk, which {} lacks "
-                  "(sm_90 or newer)",
-                  config_arch, facts.name, where);
+                  "the sm_{} configuration ({}) is not in the code {} runs, which was compiled "
+                  "for sm_{} (it needs more shared memory a block{})",
+                  config_arch, facts.name, where, device.kernel_arch,
+                  facts.bulk ? " or cp.async.bulk, sm_90+" : "");
 
   SplitScheduleInput in;
   in.qo_indptr = {problem.qo_indptr, static_cast<size_t>(problem.batch_size) + 1};
@@ -233,8 +236,9 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
     // 16-row variants use it.
     DeviceInfo info;
     TV_RETURN_IF_ERROR(cuda_device_info(plan.device, &info));  // cached per device
-    const bool programmatic =
-        info.cc_major >= 9 && cuda::mma::with_variant(static_cast<VariantId>(plan.variant),
+    // griddepcontrol exists in code compiled for sm_90+ (kernel_arch), not merely on the device.
+    const bool programmatic = info.kernel_arch >= 90 &&
+                              cuda::mma::with_variant(static_cast<VariantId>(plan.variant),
                                                       []<typename V>(V) { return V::kRows == 16; });
     if (cudaError_t e = cuda::launch_combine(cp, plan.dtype, programmatic, stream);
         e != cudaSuccess)

@@ -67,7 +67,10 @@ DeviceInfo query_device(int d) {
   if (cudaSetDevice(d) == cudaSuccess &&
       cuda::mma::verify_attributes<__nv_bfloat16, cuda::mma::VariantLarge2>(&attr) == cudaSuccess) {
     info.has_kernel_code = true;
-    info.kernel_arch = attr.binaryVersion;
+    // The architecture the code was compiled for (its PTX target), which decides what the
+    // kernels contain: binaryVersion would say the device's own when the driver JIT-compiles
+    // PTX built for an older one.
+    info.kernel_arch = attr.ptxVersion > 0 ? attr.ptxVersion : attr.binaryVersion;
   }
   (void)cudaGetLastError();
   (void)cudaSetDevice(previous);

@@ -50,5 +50,33 @@ TEST(TileConfig, EveryChosenVariantFitsItsArchitecture) {
   }
 }
 
+TEST(TileConfig, CompiledOnlyWhereTheArchitectureCanRunIt) {
+  EXPECT_TRUE(variant_compiled_for(VariantId::kWide4, 90));
+  EXPECT_TRUE(variant_compiled_for(VariantId::kWide3, 80));
+  EXPECT_FALSE(variant_compiled_for(VariantId::kWide4, 86));
+  EXPECT_FALSE(variant_compiled_for(VariantId::kWide3, 120));
+  EXPECT_TRUE(variant_compiled_for(VariantId::kSmallBulk, 90));
+  EXPECT_FALSE(variant_compiled_for(VariantId::kSmallBulk, 89));
+  EXPECT_TRUE(variant_compiled_for(VariantId::kLarge2, 86));
+  EXPECT_FALSE(variant_compiled_for(VariantId::kNone, 90));
+}
+
+TEST(TileConfig, JitCompiledOlderCodeFallsBackToItsOwnTable) {
+  // An H200 running PTX built for sm_86: the device's 64-row and bulk variants are not in it.
+  EXPECT_EQ(choose_tiles(90, 86, 0, 128).config_arch, 86);
+  EXPECT_EQ(choose_tiles(90, 86, 0, 128).variant, VariantId::kLarge2);
+  EXPECT_EQ(choose_tiles(90, 86, 0, 16).variant, VariantId::kSmall);
+  // Code for sm_80 on an sm_86 part: the device's table, whose tiles fit its 99 KB.
+  EXPECT_EQ(choose_tiles(86, 80, 0, 128).config_arch, 86);
+  EXPECT_EQ(choose_tiles(86, 80, 0, 128).variant, VariantId::kLarge2);
+  // sm_90 PTX on sm_100 and sm_120 parts; native code everywhere is the device's table.
+  EXPECT_EQ(choose_tiles(100, 90, 0, 4096).variant, VariantId::kWide4);
+  EXPECT_EQ(choose_tiles(120, 90, 0, 16).variant, VariantId::kSmall);
+  EXPECT_EQ(choose_tiles(90, 90, 0, 1).variant, VariantId::kSmallBulk);
+  // A forced table is taken as asked; the plan then refuses it if the code lacks it.
+  EXPECT_EQ(choose_tiles(90, 86, 80, 128).variant, VariantId::kWide3);
+  EXPECT_FALSE(variant_compiled_for(choose_tiles(90, 86, 80, 128).variant, 86));
+}
+
 }  // namespace
 }  // namespace treeverify::cuda::mma

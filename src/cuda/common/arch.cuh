@@ -31,15 +31,6 @@
 #define TV_HAS_PDL 0
 #endif
 
-// More than the 99 KB of shared memory a block gets on sm_86, sm_89 and sm_120/121:
-// sm_80/87 (163 KB) and sm_90 up to sm_110 (227 KB).
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870 || \
-                               (__CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200))
-#define TV_HAS_SMEM_ABOVE_99KB 1
-#else
-#define TV_HAS_SMEM_ABOVE_99KB 0
-#endif
-
 // True in the device pass of any architecture (false in the host pass).
 #if defined(__CUDA_ARCH__)
 #define TV_DEVICE_PASS 1

@@ -142,7 +142,7 @@ constexpr VariantId choose_variant(int sm, int64_t max_rows) {
 
 // Calls f(V{}) with the variant type behind `id` (VariantSmall for kNone; callers check first).
 template <typename F>
-decltype(auto) with_variant(VariantId id, F&& f) {
+constexpr decltype(auto) with_variant(VariantId id, F&& f) {
   switch (id) {
     case VariantId::kLarge2:
       return f(VariantLarge2{});
@@ -161,6 +161,35 @@ decltype(auto) with_variant(VariantId id, F&& f) {
       break;
   }
   return f(VariantSmall{});
+}
+
+// Whether variant V's device code exists when compiled for SM version `arch` (the kernel
+// compiles a trap in its place otherwise, kernel.cuh): more than 99 KB of shared memory a
+// block needs sm_80/87 or sm_90 up to sm_110, bulk copies need sm_90 or newer.
+template <typename V>
+constexpr bool variant_compiled_for(int arch) {
+  const bool smem_above_99kb = arch == 80 || arch == 87 || (arch >= 90 && arch < 120);
+  return (V::kSmemBytes <= kSmemLimitConsumer || smem_above_99kb) && (!V::kBulk || arch >= 90);
+}
+constexpr bool variant_compiled_for(VariantId id, int arch) {
+  return id != VariantId::kNone &&
+         with_variant(id, [&](auto v) { return variant_compiled_for<decltype(v)>(arch); });
+}
+
+// The table a plan uses and its variant. `device_sm` is the GPU's SM version, `code_arch` the
+// architecture its device code was compiled for (lower when the driver JIT-compiles PTX built
+// for an older one), `forced` a table asked for by PlanOptions::force_config_arch (0: none).
+// Unforced, the device's table decides, unless its variant is not in that code; then the
+// code's table does. A forced table is taken as given (the caller checks it can run).
+struct TileChoice {
+  int config_arch;
+  VariantId variant;
+};
+constexpr TileChoice choose_tiles(int device_sm, int code_arch, int forced, int64_t max_rows) {
+  if (forced > 0) return {forced, choose_variant(forced, max_rows)};
+  const VariantId v = choose_variant(device_sm, max_rows);
+  if (v == VariantId::kNone || variant_compiled_for(v, code_arch)) return {device_sm, v};
+  return {code_arch, choose_variant(code_arch, max_rows)};
 }
 
 }  // namespace treeverify::cuda::mma

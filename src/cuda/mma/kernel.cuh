@@ -147,8 +147,9 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   epilogue<T, V>(p, w, st, s_alpha, s_lse, o);
 }
 
-// A variant that needs more shared memory than the architecture gives a block is never
-// launched there (dispatch checks), so it is not compiled there either.
+// A variant that needs more shared memory than the architecture gives a block, or bulk copies
+// it lacks, is never launched there (dispatch checks variant_compiled_for), so it is not
+// compiled there either.
 template <typename T, typename V>
 __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
     verify_mma_kernel(const __grid_constant__ VerifyKernelParams p) {
@@ -158,13 +159,12 @@ __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 #if TV_HAS_MMA_SYNC_16816
-  if constexpr ((V::kSmemBytes <= kSmemLimitConsumer || TV_HAS_SMEM_ABOVE_99KB) &&
-                (!V::kBulk || TV_HAS_BULK_COPY))
+  if constexpr (variant_compiled_for<V>(__CUDA_ARCH__ / 10))
     verify_cta<T, V>(p);
   else  // a constant message: printf with arguments would need a stack frame
     printf(
-        "treeverify: this verify_mma_kernel variant needs more shared memory than this "
-        "architecture has; dispatch should not have launched it\n"),
+        "treeverify: this verify_mma_kernel variant is not compiled for this architecture "
+        "(shared memory or copy instructions); dispatch should not have launched it\n"),
         __trap();
 #elif TV_DEVICE_PASS
   TV_NO_DEVICE_CODE("verify_mma_kernel");
