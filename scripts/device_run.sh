@@ -64,7 +64,7 @@ if want profile; then
     echo "== D1 kernels of one call"
     ncu --clock-control none --launch-skip 3 --metrics gpu__time_duration.sum \
       $bin/treeverify bench --backend cuda-mma --iters 1 --warmup 1 D1 2>&1 |
-      grep -E "^  [a-z_]+.*\(|gpu__time_duration"
+      grep -E "\)x\(|gpu__time_duration"
   } >"$out/profile.txt" 2>&1
   timeout 100 $bin/treeverify bench --backend cuda-mma --config-arch 80 V1 V4 >"$out/bench_cfg80.txt" 2>&1
   grep -E "^gpu|^(V|D)" "$out/bench_cfg80.txt"

@@ -97,6 +97,7 @@ struct Plan {
   // into chunks of chunk_tokens; num_chunks is the largest chunk count of any request.
   int32_t chunk_tokens = 0, num_chunks = 0, config_arch = 0, device = -1;
   int32_t variant = 0;  // backend-specific kernel variant (CUDA: rows per CTA and stages)
+  bool programmatic_combine = false;  // CUDA: the split combine overlaps the main kernel's tail
 };
 
 // Validates every input of the problem (DESIGN.md section 3) and chooses a backend, a kernel

@@ -123,6 +123,12 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   plan->variant = static_cast<int32_t>(variant);
   plan->chunk_tokens = sched.chunk_tokens;
   plan->num_chunks = sched.num_chunks;
+  // A programmatic launch hides the combine's launch behind the main kernel's tail: D1 (16-row
+  // CTAs, two an SM) 0.1734 -> 0.1687 ms on the H200. Single-wave 64-row grids got slower
+  // with it (V1 0.244 -> 0.262 ms, D2 0.241 -> 0.260; cause not isolated), so only the
+  // 16-row variants use it. griddepcontrol exists in code compiled for sm_90+ (kernel_arch),
+  // not merely on the device.
+  plan->programmatic_combine = device.kernel_arch >= 90 && facts.rows == 16;
   plan->kernel =
       fmt::format("cuda-mma/{}/{}/sm{}-config", dtype_name(problem.dtype), facts.name, config_arch);
   // Why this tile size: the table in cuda/mma/config.h.
@@ -169,6 +175,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       reinterpret_cast<float*>(ws + align_up(w.mask_bytes) + align_up(w.part_out_bytes));
   const int32_t words = mask_words(plan.max_tree);
   const int64_t rows = static_cast<int64_t>(plan.total_q) * plan.num_heads;
+  const int32_t max_rows = plan.max_tree * plan.num_heads;  // of the largest request
 
   // One-node trees (decode) need no mask: the kernel never reads a node's own bit.
   if (plan.max_tree > 1) {
@@ -206,7 +213,6 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   };
   const cudaError_t err =
       cuda::mma::with_variant(static_cast<VariantId>(plan.variant), [&]<typename V>(V) {
-        const int max_rows = plan.max_tree * plan.num_heads;
         const dim3 grid((max_rows + V::kRows - 1) / V::kRows, plan.num_chunks, plan.batch_size);
         return plan.dtype == DType::kBF16
                    ? cuda::mma::launch_verify<__nv_bfloat16, V>(kp, grid, stream)
@@ -221,7 +227,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
         .qo_indptr = t.qo_indptr,
         .kv_len = t.kv_len,
         .batch = plan.batch_size,
-        .max_rows = plan.max_tree * plan.num_heads,
+        .max_rows = max_rows,
         .num_heads = plan.num_heads,
         .chunk_tokens = plan.chunk_tokens,
         .total_rows = rows,
@@ -230,17 +236,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
         .out_stride_head = kp.out_stride_head,
         .lse = t.lse,
     };
-    // A programmatic launch hides the combine's launch behind the main kernel's tail: D1 (16-row
-    // CTAs, two an SM) 0.1734 -> 0.1687 ms on the H200. Single-wave 64-row grids got slower
-    // with it (V1 0.244 -> 0.262 ms, D2 0.241 -> 0.260; cause not isolated), so only the
-    // 16-row variants use it.
-    DeviceInfo info;
-    TV_RETURN_IF_ERROR(cuda_device_info(plan.device, &info));  // cached per device
-    // griddepcontrol exists in code compiled for sm_90+ (kernel_arch), not merely on the device.
-    const bool programmatic = info.kernel_arch >= 90 &&
-                              cuda::mma::with_variant(static_cast<VariantId>(plan.variant),
-                                                      []<typename V>(V) { return V::kRows == 16; });
-    if (cudaError_t e = cuda::launch_combine(cp, plan.dtype, programmatic, stream);
+    if (cudaError_t e = cuda::launch_combine(cp, plan.dtype, plan.programmatic_combine, stream);
         e != cudaSuccess)
       return cuda_error("combine launch", e);
   }
