@@ -112,21 +112,25 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   };
   if constexpr (V::kOverlap) {
     // barrier | softmax(i) | barrier | QK(i+1) + PV(i): the tensor cores get both products
-    // between two barriers. Tile i+1 is prefetched kStages-2 tiles ahead of its use.
+    // between two barriers. Tile i+kStages-1 goes to tile i-1's stage, free since the first
+    // barrier of tile i; its copies are issued then or after PV(i) (V::kLateCopies), and the
+    // copy groups still pending when tile i+1 must have landed number one less in the latter.
+    constexpr int kPending = V::kLateCopies ? V::kStages - 3 : V::kStages - 2;
     cp_async_wait<V::kStages - 2>();
     wait_bulk(0);
     __syncthreads();
     qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, sub);
     for (int tile = 0; tile < n_tiles; ++tile) {
       __syncthreads();  // s_red holds tile's scores; PV(tile-1) is done, its stage is free
-      load(tile + V::kStages - 1);
+      if constexpr (!V::kLateCopies) load(tile + V::kStages - 1);
       softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * kTileTokens, mask_row,
                          own_node, row_valid, st);
-      cp_async_wait<V::kStages - 2>();  // tile + 1 has landed
+      cp_async_wait<kPending>();  // tile + 1 has landed
       wait_bulk(tile + 1);
       __syncthreads();  // P, alpha and tile + 1 visible; s_red consumed
       if (tile + 1 < n_tiles) qk_partial<T, V>(stage_of(tile + 1), qf, s_red, kgroup, sub);
       pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
+      if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
     }
   } else {
     for (int tile = 0; tile < n_tiles; ++tile) {
