@@ -43,7 +43,7 @@ WorkspaceLayout workspace_layout(const Plan& plan) {
 using cuda::mma::VariantId;
 
 struct VariantFacts {
-  int rows, smem, ctas_per_sm;
+  int rows, tokens, smem, ctas_per_sm;
   bool bulk;  // needs bulk copies (sm_90+)
   std::string name;
 };
@@ -53,8 +53,10 @@ VariantFacts variant_facts(VariantId v, DType dtype) {
   return cuda::mma::with_variant(v, [&]<typename V>(V) {
     const int ctas = dtype == DType::kBF16 ? cuda::mma::verify_ctas_per_sm<__nv_bfloat16, V>()
                                            : cuda::mma::verify_ctas_per_sm<__half, V>();
-    return VariantFacts{V::kRows, V::kSmemBytes, ctas, V::kBulk,
-                        fmt::format("r{}-s{}{}", V::kRows, V::kStages, V::kBulk ? "-bulk" : "")};
+    return VariantFacts{V::kRows, V::kTokens, V::kSmemBytes, ctas, V::kBulk,
+                        fmt::format("r{}-s{}{}{}", V::kRows, V::kStages,
+                                    V::kTokens != 32 ? fmt::format("-t{}", V::kTokens) : "",
+                                    V::kBulk ? "-bulk" : "")};
   });
 }
 
@@ -110,7 +112,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   in.kv_len = {problem.kv_len, static_cast<size_t>(problem.batch_size)};
   in.num_heads = problem.num_heads;
   in.rows_per_cta = facts.rows;
-  in.tile_tokens = cuda::mma::kTileTokens;
+  in.tile_tokens = facts.tokens;
   in.concurrent_ctas = device.sm_count * facts.ctas_per_sm;
   const SplitSchedule sched =
       problem.batch_size > 0 ? plan_split_schedule(in) : SplitSchedule{.chunk_tokens = 32};
@@ -135,12 +137,12 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   const char* tiles = facts.rows == 16   ? "no request has more than 16 rows"
                       : facts.rows == 64 ? "requests have more than 32 rows"
                       : max_rows <= 32   ? "no request has more than 32 rows"
-                                         : "the 64-row tiles need more shared memory than this "
-                                           "configuration's 99 KB a block";
+                                         : "this configuration has no 64-row tiles";
   plan->reason = fmt::format(
-      "{} runs sm_{} code; {} rows a CTA ({}){}; {} row block(s) x {} chunk(s) of {} tokens = {} "
-      "CTAs, {} per SM",
-      where, device.kernel_arch, facts.rows, tiles, facts.bulk ? ", KV rows by bulk copies" : "",
+      "{} runs sm_{} code; {} rows a CTA ({}), {}-token KV tiles{}; {} row block(s) x {} "
+      "chunk(s) of {} tokens = {} CTAs, {} per SM",
+      where, device.kernel_arch, facts.rows, tiles, facts.tokens,
+      facts.bulk ? " by bulk copies" : "",
       sched.max_row_blocks, sched.num_chunks, sched.chunk_tokens, sched.num_ctas,
       facts.ctas_per_sm);
   plan->workspace_bytes = workspace_layout(*plan).total();

@@ -18,12 +18,12 @@ TEST(TileConfig, DecodeUsesSixteenRowsAndBulkCopiesFromSm90) {
   for (int sm : {90, 100, 103}) EXPECT_EQ(choose_variant(sm, 1), VariantId::kSmallBulk) << sm;
 }
 
-TEST(TileConfig, SixtyFourRowsOnlyWhereSharedMemoryAllows) {
+TEST(TileConfig, SixtyFourRowsAboveThirtyTwo) {
   EXPECT_EQ(choose_variant(80, 128), VariantId::kWide3);
   EXPECT_EQ(choose_variant(90, 33), VariantId::kWide4);
   EXPECT_EQ(choose_variant(100, 4096), VariantId::kWide4);
-  // 99 KB a block: the 32-row, 2-stage tiles, whatever the rows.
-  for (int sm : {86, 89, 120}) EXPECT_EQ(choose_variant(sm, 4096), VariantId::kLarge2) << sm;
+  // 99 KB a block: 64 rows fit with 16-token tiles.
+  for (int sm : {86, 89, 120}) EXPECT_EQ(choose_variant(sm, 4096), VariantId::kWide3T16) << sm;
 }
 
 TEST(TileConfig, ThirtyTwoRowsBetweenSixteenAndThirtyTwo) {
@@ -45,6 +45,7 @@ TEST(TileConfig, EveryChosenVariantFitsItsArchitecture) {
         EXPECT_LE(V::kSmemBytes, limit) << "sm_" << sm << " rows " << rows;
         EXPECT_TRUE(!V::kBulk || sm >= 90) << "sm_" << sm << " rows " << rows;
         EXPECT_TRUE(V::kRows >= 32 || rows <= 16) << "sm_" << sm << " rows " << rows;
+        EXPECT_TRUE(V::kRows == 64 || rows <= 32) << "sm_" << sm << " rows " << rows;
       });
     }
   }
@@ -58,17 +59,18 @@ TEST(TileConfig, CompiledOnlyWhereTheArchitectureCanRunIt) {
   EXPECT_TRUE(variant_compiled_for(VariantId::kSmallBulk, 90));
   EXPECT_FALSE(variant_compiled_for(VariantId::kSmallBulk, 89));
   EXPECT_TRUE(variant_compiled_for(VariantId::kLarge2, 86));
+  EXPECT_TRUE(variant_compiled_for(VariantId::kWide3T16, 120));
   EXPECT_FALSE(variant_compiled_for(VariantId::kNone, 90));
 }
 
 TEST(TileConfig, JitCompiledOlderCodeFallsBackToItsOwnTable) {
   // An H200 running PTX built for sm_86: the device's 64-row and bulk variants are not in it.
   EXPECT_EQ(choose_tiles(90, 86, 0, 128).config_arch, 86);
-  EXPECT_EQ(choose_tiles(90, 86, 0, 128).variant, VariantId::kLarge2);
+  EXPECT_EQ(choose_tiles(90, 86, 0, 128).variant, VariantId::kWide3T16);
   EXPECT_EQ(choose_tiles(90, 86, 0, 16).variant, VariantId::kSmall);
   // Code for sm_80 on an sm_86 part: the device's table, whose tiles fit its 99 KB.
   EXPECT_EQ(choose_tiles(86, 80, 0, 128).config_arch, 86);
-  EXPECT_EQ(choose_tiles(86, 80, 0, 128).variant, VariantId::kLarge2);
+  EXPECT_EQ(choose_tiles(86, 80, 0, 128).variant, VariantId::kWide3T16);
   // sm_90 PTX on sm_100 and sm_120 parts; native code everywhere is the device's table.
   EXPECT_EQ(choose_tiles(100, 90, 0, 4096).variant, VariantId::kWide4);
   EXPECT_EQ(choose_tiles(120, 90, 0, 16).variant, VariantId::kSmall);

@@ -9,7 +9,8 @@ namespace treeverify::testing {
 namespace {
 
 // The configurations every case runs under: the device's own, sm_80's (3 stages) and sm_120's
-// (the 99 KB two-stage pipeline), so the code shipped for those executes here too.
+// (the 99 KB pipelines: 16-token tiles for 64 rows, 2 stages for 32), so the code shipped for
+// those executes here too.
 const int kConfigs[] = {0, 80, 120};
 
 CaseSpec spec(std::string name, int heads, std::vector<int32_t> trees,

@@ -18,11 +18,11 @@ inline constexpr int kQKDim = 576;
 inline constexpr int kVDim = cuda::kVDim;
 inline constexpr int kWarps = 8;
 inline constexpr int kThreads = kWarps * 32;
-inline constexpr int kTileTokens = 32;  // KV tokens per pipeline stage
 // Q.K^T: warp w = (kgroup, sub). The 576-deep product is split over 4 k-groups of 144
 // (9 k-steps of 16), so each warp keeps its Q slice in registers for the whole chunk. The two
-// warps of a k-group split the rows (64-row CTAs: 32 rows each, all 32 tokens) or the tokens
-// (16 and 32-row CTAs: 16 tokens each, all rows), so a warp's Q slice never exceeds 32 rows.
+// warps of a k-group split the rows (64-row CTAs: 32 rows each, all tokens of the tile) or the
+// tokens (16 and 32-row CTAs: half the tile each, all rows), so a warp's Q slice never exceeds
+// 32 rows.
 // The 4 partial score tiles are summed in shared memory.
 inline constexpr int kKGroups = 4;
 inline constexpr int kKSteps = kQKDim / 16 / kKGroups;  // 9
@@ -31,23 +31,25 @@ inline constexpr int kQKSubs = kWarps / kKGroups;       // 2
 inline constexpr int kVColsPerWarp = kVDim / kWarps;  // 64
 // KV rows are padded by 16 bytes so the 8 rows one ldmatrix phase reads fall in 8 different
 // 16-byte bank groups (1152 is a multiple of 128: unpadded, all 8 would share one group).
-inline constexpr int kKVRowBytes = kQKDim * 2 + 16;            // 1168
-inline constexpr int kStageBytes = kTileTokens * kKVRowBytes;  // 37376
-// Partial scores [kKGroups][rows][kRedStride] fp32: a stride of 40 floats puts rows 8 banks
-// apart, so a warp's float2 stores of mma fragments take the minimum 2 wavefronts.
-inline constexpr int kRedStride = kTileTokens + 8;
-// P [rows][kPStride] 16-bit: 80-byte rows are conflict-free for ldmatrix.
-inline constexpr int kPStride = kTileTokens + 8;
+inline constexpr int kKVRowBytes = kQKDim * 2 + 16;  // 1168
 
-// One kernel variant: kMTiles m16 tiles of rows per CTA and a kStages-deep pipeline of KV
-// tiles, copied 16 bytes a thread by cp.async, or (kBulk, sm_90+) a row per bulk copy
-// completing on one mbarrier per stage.
-template <int kMTiles_, int kStages_, bool kBulk_ = false>
+// One kernel variant: kMTiles m16 tiles of rows per CTA and a kStages-deep pipeline of
+// kTokens-token KV tiles, copied 16 bytes a thread by cp.async, or (kBulk, sm_90+) a row per
+// bulk copy completing on one mbarrier per stage.
+template <int kMTiles_, int kStages_, bool kBulk_ = false, int kTokens_ = 32>
 struct Variant {
   static constexpr int kMTiles = kMTiles_;
   static constexpr bool kBulk = kBulk_;
   static constexpr int kRows = 16 * kMTiles;
   static constexpr int kStages = kStages_;
+  static constexpr int kTokens = kTokens_;  // KV tokens a tile (a pipeline stage)
+  static constexpr int kStageBytes = kTokens * kKVRowBytes;  // 37376 at 32 tokens
+  // Partial scores [kKGroups][rows][kRedStride] fp32: a stride of 8 floats more than the tile
+  // (40 or 24) puts the 4 rows of a half-warp's float2 stores of mma fragments in 4 different
+  // 8-bank groups, so the stores take the minimum 2 wavefronts.
+  static constexpr int kRedStride = kTokens + 8;
+  // P [rows][kPStride] 16-bit: 80 or 48-byte rows are conflict-free for ldmatrix.
+  static constexpr int kPStride = kTokens + 8;
   // With three or more stages the loop overlaps the score product of tile i+1 with the P.V
   // product of tile i (two barriers per tile instead of three); with two stages that would
   // leave no stage free to prefetch into, so the loop runs the phases in order.
@@ -64,22 +66,25 @@ struct Variant {
   static constexpr int kQKMTiles = kMTiles < 2 ? kMTiles : 2;
   static constexpr int kQKRowGroups = kMTiles / kQKMTiles;
   static constexpr int kQKTokenGroups = kQKSubs / kQKRowGroups;
-  static constexpr int kQKPasses = kTileTokens / 16 / kQKTokenGroups;
+  static constexpr int kQKPasses = kTokens / 16 / kQKTokenGroups;
   // Softmax: warp w owns rows [kRowsPerWarp w, ...), kLanesPerRow lanes a row.
   static constexpr int kRowsPerWarp = kRows / kWarps;
   static constexpr int kLanesPerRow = 32 / kRowsPerWarp;
-  static constexpr int kTokensPerLane = kTileTokens / kLanesPerRow;
+  static constexpr int kTokensPerLane = kTokens / kLanesPerRow;
   static constexpr int kRedBytes = kKGroups * kRows * kRedStride * 4;
   static constexpr int kPBytes = kRows * kPStride * 2;
   // Page-table entries of the tokens of kStages tiles, copied kStages - 1 tiles ahead of the
   // KV rows they locate (load_page_ids), so the copy loop never waits on a global load.
-  static constexpr int kIdxBytes = kStages * kTileTokens * 4;
+  static constexpr int kIdxBytes = kStages * kTokens * 4;
   static constexpr int kBarBytes = kBulk ? kStages * 8 : 0;  // one mbarrier a stage
   static constexpr int kSmemBytes =
       kStages * kStageBytes + kRedBytes + kPBytes + 2 * kRows * 4 + kIdxBytes + kBarBytes;
   static_assert(kRowsPerWarp >= 1 && kTokensPerLane >= 2 && kTokensPerLane % 2 == 0);
   static_assert(kStages >= 2);
   static_assert(kQKRowGroups * kQKTokenGroups == kQKSubs && kQKPasses >= 1);
+  static_assert(kTokens == 16 || kTokens == 32, "a lane a token's page id, 8 threads its copy");
+  // Q is staged through the KV stages and s_red (contiguous) before the loop.
+  static_assert(kRows * kKVRowBytes <= kStages * kStageBytes + kRedBytes);
 };
 
 using VariantLarge2 = Variant<2, 2>;  // 32 rows, 2 stages: fits 99 KB (sm_86/89/120)
@@ -89,34 +94,16 @@ using VariantSmall = Variant<1, 2>;   // 16 rows (decode, H <= 16): half the ten
 using VariantWide3 = Variant<4, 3>;   // 64 rows, 3 stages: sm_80 (163 KB per block)
 using VariantWide4 = Variant<4, 4>;   // 64 rows, 4 stages: sm_90/100 (227 KB per block)
 using VariantSmallBulk = Variant<1, 2, true>;  // 16 rows, bulk copies (sm_90+)
+using VariantWide3T16 = Variant<4, 3, false, 16>;  // 64 rows, 3 stages of 16 tokens: 99 KB parts
 
 inline constexpr int kSmemLimitConsumer = 101376;  // per block on sm_86, sm_89, sm_120
 static_assert(VariantLarge2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantSmall::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
+static_assert(VariantWide3T16::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantLarge3::kSmemBytes <= 163 * 1024, "must fit sm_80");
 static_assert(VariantLarge4::kSmemBytes <= 227 * 1024, "must fit sm_90/sm_100");
 static_assert(VariantWide3::kSmemBytes <= 163 * 1024, "must fit sm_80");
 static_assert(VariantWide4::kSmemBytes <= 227 * 1024, "must fit sm_90/sm_100");
-
-// Per-architecture table: which variants a device runs and how deep their pipelines are.
-// The 64-row variant reads each KV tile into shared memory once for twice the rows of the
-// 32-row one, but needs more than the 99 KB a block gets on sm_86/89/120. In the overlapped
-// loop a tile is prefetched kStages - 2 tiles ahead of its first use; 4 stages measured
-// 1.5-2% faster than 3 on sm_90 (H200, 2026-11-29, DESIGN_NOTES.md). Bulk copies (one
-// instruction a KV row) made memory-bound decode 2.5% faster on the H200 and the 64-row
-// variant 17% slower, so only the 16-row variant uses them. Every variant is compiled for
-// every architecture that can run it, so the code shipped for sm_80 and sm_120 can be forced
-// and executed on an H200 (sm_120 keeps cp.async: its bulk-copy speed is unmeasured).
-struct TileConfig {
-  int arch;          // SM version the entry is for
-  int large_stages;  // stages of the 32-row variant
-  int wide_stages;   // stages of the 64-row variant; 0: not run there
-  bool small_bulk;   // 16-row variant copies KV rows by bulk copies (sm_90+)
-};
-inline constexpr TileConfig kTileConfigs[] = {
-    {80, 3, 3, false}, {86, 2, 0, false}, {89, 2, 0, false},
-    {90, 4, 4, true},  {100, 4, 4, true}, {120, 2, 0, false},
-};
 
 // Which variant a plan runs, as recorded in Plan::variant.
 enum class VariantId : int {
@@ -128,6 +115,29 @@ enum class VariantId : int {
   kWide3 = 4,
   kWide4 = 5,
   kSmallBulk = 6,
+  kWide3T16 = 7,
+};
+
+// Per-architecture table: the variant a device runs for requests of at most 16 rows, at most
+// 32, and more. The 64-row variants read each KV tile into shared memory once for twice the
+// rows of the 32-row ones; on the 99 KB a block of sm_86/89/120 they fit with 16-token tiles.
+// In the overlapped loop a tile is prefetched kStages - 2 tiles ahead of its first use; 4
+// stages measured 1.5-2% faster than 3 on sm_90 (H200, 2026-11-29, DESIGN_NOTES.md). Bulk
+// copies (one instruction a KV row) made memory-bound decode 2.5% faster on the H200 and the
+// 64-row variant 17% slower, so only the 16-row variant uses them. Every variant is compiled
+// for every architecture that can run it, so the code shipped for sm_80 and sm_120 can be
+// forced and executed on an H200 (sm_120 keeps cp.async: its bulk-copy speed is unmeasured).
+struct TileConfig {
+  int arch;  // SM version the entry is for
+  VariantId small, large, wide;
+};
+inline constexpr TileConfig kTileConfigs[] = {
+    {80, VariantId::kSmall, VariantId::kLarge3, VariantId::kWide3},
+    {86, VariantId::kSmall, VariantId::kLarge2, VariantId::kWide3T16},
+    {89, VariantId::kSmall, VariantId::kLarge2, VariantId::kWide3T16},
+    {90, VariantId::kSmallBulk, VariantId::kLarge4, VariantId::kWide4},
+    {100, VariantId::kSmallBulk, VariantId::kLarge4, VariantId::kWide4},
+    {120, VariantId::kSmall, VariantId::kLarge2, VariantId::kWide3T16},
 };
 
 // The variant for SM version `sm` (the newest table entry not above it) and requests of at
@@ -137,12 +147,7 @@ constexpr VariantId choose_variant(int sm, int64_t max_rows) {
   for (const TileConfig& c : kTileConfigs)
     if (c.arch <= sm) cfg = &c;
   if (cfg == nullptr) return VariantId::kNone;
-  if (max_rows <= 16) return cfg->small_bulk ? VariantId::kSmallBulk : VariantId::kSmall;
-  if (max_rows > 32 && cfg->wide_stages == 4) return VariantId::kWide4;
-  if (max_rows > 32 && cfg->wide_stages == 3) return VariantId::kWide3;
-  return cfg->large_stages == 4   ? VariantId::kLarge4
-         : cfg->large_stages == 3 ? VariantId::kLarge3
-                                  : VariantId::kLarge2;
+  return max_rows <= 16 ? cfg->small : max_rows <= 32 ? cfg->large : cfg->wide;
 }
 
 // Calls f(V{}) with the variant type behind `id` (VariantSmall for kNone; callers check first).
@@ -161,6 +166,8 @@ constexpr decltype(auto) with_variant(VariantId id, F&& f) {
       return f(VariantWide4{});
     case VariantId::kSmallBulk:
       return f(VariantSmallBulk{});
+    case VariantId::kWide3T16:
+      return f(VariantWide3T16{});
     case VariantId::kSmall:
     case VariantId::kNone:
       break;

@@ -2,7 +2,7 @@
 //
 // One CTA = V::kRows query rows (row r of request b is node r / H, head r % H) x one chunk of
 // that request's KV sequence. The chunk streams through a V::kStages-deep pipeline of
-// kTileTokens-token tiles (cp.async, or cp.async.bulk for V::kBulk); each tile is read once
+// V::kTokens-token tiles (cp.async, or cp.async.bulk for V::kBulk); each tile is read once
 // and used by all rows of the CTA:
 //   1. S = Q K^T (qk_partial): warp (kgroup, sub) multiplies its register-resident 144-deep
 //      Q slice (at most 32 rows) with its tokens; the 4 k-group partials meet in shared
@@ -40,11 +40,11 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
 
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t s_kv = smem_addr(smem);
-  float* s_red = reinterpret_cast<float*>(smem + V::kStages * kStageBytes);
-  T* s_p = reinterpret_cast<T*>(smem + V::kStages * kStageBytes + V::kRedBytes);
+  float* s_red = reinterpret_cast<float*>(smem + V::kStages * V::kStageBytes);
+  T* s_p = reinterpret_cast<T*>(smem + V::kStages * V::kStageBytes + V::kRedBytes);
   const uint32_t s_p_addr = smem_addr(s_p);
   float* s_alpha =
-      reinterpret_cast<float*>(smem + V::kStages * kStageBytes + V::kRedBytes + V::kPBytes);
+      reinterpret_cast<float*>(smem + V::kStages * V::kStageBytes + V::kRedBytes + V::kPBytes);
   float* s_lse = s_alpha + V::kRows;
   const int32_t* s_idx = reinterpret_cast<const int32_t*>(s_lse + V::kRows);
   const uint32_t s_idx_addr = smem_addr(s_idx);
@@ -62,22 +62,22 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   // Page-table entries travel kIdxAhead tiles ahead of the KV rows: those of tile t are in
   // the copy group of tile t - kIdxAhead, complete before tile t's rows are requested.
   constexpr int kIdxAhead = V::kStages - 1;
-  const int n_tiles = (w.tok_end - w.tok_begin + kTileTokens - 1) / kTileTokens;
-  auto stage_of = [&](int tile) { return s_kv + (tile % V::kStages) * kStageBytes; };
-  auto ids_slot = [&](int tile) { return (tile % V::kStages) * kTileTokens; };
+  const int n_tiles = (w.tok_end - w.tok_begin + V::kTokens - 1) / V::kTokens;
+  auto stage_of = [&](int tile) { return s_kv + (tile % V::kStages) * V::kStageBytes; };
+  auto ids_slot = [&](int tile) { return (tile % V::kStages) * V::kTokens; };
   auto load_ids = [&](int tile) {
     if (tile < n_tiles)
-      load_page_ids(p, s_idx_addr + ids_slot(tile) * 4, w.page_base,
-                    w.tok_begin + tile * kTileTokens, w.tok_end);
+      load_page_ids<V>(p, s_idx_addr + ids_slot(tile) * 4, w.page_base,
+                    w.tok_begin + tile * V::kTokens, w.tok_end);
   };
   auto load = [&](int tile) {
     if (tile < n_tiles) {
       if constexpr (V::kBulk)
-        load_kv_tile_bulk(p, stage_of(tile), s_idx + ids_slot(tile),
-                          w.tok_begin + tile * kTileTokens, w.tok_end,
+        load_kv_tile_bulk<V>(p, stage_of(tile), s_idx + ids_slot(tile),
+                          w.tok_begin + tile * V::kTokens, w.tok_end,
                           s_bar + (tile % V::kStages) * 8);
       else
-        load_kv_tile(p, stage_of(tile), s_idx + ids_slot(tile), w.tok_begin + tile * kTileTokens,
+        load_kv_tile<V>(p, stage_of(tile), s_idx + ids_slot(tile), w.tok_begin + tile * V::kTokens,
                      w.tok_end);
     }
     load_ids(tile + kIdxAhead);
@@ -123,7 +123,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     for (int tile = 0; tile < n_tiles; ++tile) {
       __syncthreads();  // s_red holds tile's scores; PV(tile-1) is done, its stage is free
       if constexpr (!V::kLateCopies) load(tile + V::kStages - 1);
-      softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * kTileTokens, mask_row,
+      softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * V::kTokens, mask_row,
                          own_node, row_valid, st);
       cp_async_wait<kPending>();  // tile + 1 has landed
       wait_bulk(tile + 1);
@@ -140,7 +140,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
       load(tile + V::kStages - 1);
       qk_partial<T, V>(stage_of(tile), qf, s_red, kgroup, sub);
       __syncthreads();
-      softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * kTileTokens, mask_row,
+      softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * V::kTokens, mask_row,
                          own_node, row_valid, st);
       __syncthreads();
       pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);

@@ -25,7 +25,7 @@ struct VerifyKernelParams {
   float* part_lse;           // [num_chunks, total_q * H] fp32 (workspace), log2 units
   int32_t num_heads;
   int32_t page_shift;    // log2(page_size)
-  int32_t chunk_tokens;  // multiple of kTileTokens
+  int32_t chunk_tokens;  // multiple of the variant's kTokens
   int32_t num_chunks;    // grid.y: the most chunks any request has
   int64_t total_rows;    // total_q * H
   float scale_log2;      // softmax_scale * log2(e): scores in log2 units

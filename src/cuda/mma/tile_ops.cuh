@@ -28,25 +28,28 @@ struct CtaWork {
 };
 
 // Copies the page-table entry of each token of the tile starting at sequence token `first`
-// into the ring slot `slot` (one warp, 4 bytes a lane; entries at or past `end` are not
-// needed and not copied).
+// into the ring slot `slot` (the first V::kTokens lanes, 4 bytes each; entries at or past
+// `end` are not needed and not copied).
+template <typename V>
 __device__ __forceinline__ void load_page_ids(const VerifyKernelParams& p, uint32_t slot,
                                               int page_base, int first, int end) {
-  static_assert(kTileTokens == 32, "one lane a token");
   const int t = first + static_cast<int>(threadIdx.x);
-  if (threadIdx.x < kTileTokens && t < end)
+  if (threadIdx.x < V::kTokens && t < end)
     cp_async_4(slot + threadIdx.x * 4, p.kv_page_indices + page_base + (t >> p.page_shift));
 }
 
-// Copies kTileTokens KV rows from sequence token `first` (rows at or past `end` are zero
-// filled, so masked probabilities multiply finite values) into one stage: 8 threads a token,
-// 9 x 16 bytes each, 128 contiguous bytes per 8 lanes. `page_ids` holds the tile's page-table
-// entries (load_page_ids, already landed).
+// Copies V::kTokens KV rows from sequence token `first` (rows at or past `end` are zero
+// filled, so masked probabilities multiply finite values) into one stage: 8 threads a token
+// (the first 8 kTokens threads), 9 x 16 bytes each, 128 contiguous bytes per 8 lanes.
+// `page_ids` holds the tile's page-table entries (load_page_ids, already landed).
+template <typename V>
 __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32_t stage,
                                              const int32_t* page_ids, int first, int end) {
-  constexpr int kChunks = kQKDim * 2 / 16;                  // 72 pieces of 16 bytes a row
-  constexpr int kThreadsPerToken = kThreads / kTileTokens;  // 8
-  static_assert(kChunks % kThreadsPerToken == 0);
+  constexpr int kChunks = kQKDim * 2 / 16;  // 72 pieces of 16 bytes a row
+  constexpr int kThreadsPerToken = 8;
+  static_assert(kChunks % kThreadsPerToken == 0 && V::kTokens * kThreadsPerToken <= kThreads);
+  if (V::kTokens * kThreadsPerToken < kThreads && threadIdx.x >= V::kTokens * kThreadsPerToken)
+    return;
   const int tok = threadIdx.x / kThreadsPerToken;
   const int sub = threadIdx.x % kThreadsPerToken;
   const int t = first + tok;
@@ -69,14 +72,15 @@ __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32
 // stage's mbarrier `bar` (one arrival expecting the whole tile). A row past `end` repeats the
 // tile's last valid row instead of being zero filled: its probability is 0, and a row of the
 // request is finite wherever the output is.
+template <typename V>
 __device__ __forceinline__ void load_kv_tile_bulk(const VerifyKernelParams& p, uint32_t stage,
                                                   const int32_t* page_ids, int first, int end,
                                                   uint32_t bar) {
-  static_assert(kTileTokens == 32, "one lane a row");
+  static_assert(V::kTokens == 32, "one lane a row");
   constexpr uint32_t kRowBytes = kQKDim * 2;
   if (threadIdx.x >= 32) return;
   const int lane = static_cast<int>(threadIdx.x);
-  if (lane == 0) mbar_arrive_expect_tx(bar, kTileTokens * kRowBytes);
+  if (lane == 0) mbar_arrive_expect_tx(bar, V::kTokens * kRowBytes);
   __syncwarp();
   const int tok = min(lane, end - 1 - first);
   const int t = first + tok;
@@ -154,9 +158,9 @@ __device__ __forceinline__ void qk_partial(uint32_t stage,
       for (int nt = 0; nt < 2; ++nt) {
         const int row = row0 + mt * 16 + lane / 4;
         const int col = tok_base + nt * 8 + 2 * (lane % 4);
-        float* dst = s_red + (kgroup * V::kRows + row) * kRedStride + col;
+        float* dst = s_red + (kgroup * V::kRows + row) * V::kRedStride + col;
         *reinterpret_cast<float2*>(dst) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
-        *reinterpret_cast<float2*>(dst + 8 * kRedStride) =
+        *reinterpret_cast<float2*>(dst + 8 * V::kRedStride) =
             make_float2(acc[mt][nt][2], acc[mt][nt][3]);
       }
     }
@@ -195,12 +199,12 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
 #pragma unroll
     for (int j = 0; j < kN; j += 2) {
       const float2 v =
-          *reinterpret_cast<const float2*>(s_red + (g * V::kRows + row) * kRedStride + col + j);
+          *reinterpret_cast<const float2*>(s_red + (g * V::kRows + row) * V::kRedStride + col + j);
       x[j] += v.x, x[j + 1] += v.y;
     }
   }
   float tile_max = kNegInf;
-  if (row_valid && first + kTileTokens <= min(w.prefix, w.tok_end)) {
+  if (row_valid && first + V::kTokens <= min(w.prefix, w.tok_end)) {
     // The common tile: all prefix, all inside the chunk, so every token is visible.
 #pragma unroll
     for (int j = 0; j < kN; ++j) {
@@ -239,7 +243,7 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
   st.m = m_new;
 #pragma unroll
   for (int j = 0; j < kN; j += 2)
-    *reinterpret_cast<uint32_t*>(s_p + row * kPStride + col + j) = pack2<T>(pr[j], pr[j + 1]);
+    *reinterpret_cast<uint32_t*>(s_p + row * V::kPStride + col + j) = pack2<T>(pr[j], pr[j + 1]);
   if (lane % V::kLanesPerRow == 0) s_alpha[row] = alpha;
 }
 
@@ -262,12 +266,12 @@ __device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const floa
     }
   }
 #pragma unroll
-  for (int ks = 0; ks < kTileTokens / 16; ++ks) {
+  for (int ks = 0; ks < V::kTokens / 16; ++ks) {
     uint32_t pa[V::kMTiles][4];
 #pragma unroll
     for (int mt = 0; mt < V::kMTiles; ++mt) {
       const int row = mt * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
-      ldmatrix_x4(pa[mt], s_p + (row * kPStride + ks * 16 + 8 * (lane / 16)) * 2);
+      ldmatrix_x4(pa[mt], s_p + (row * V::kPStride + ks * 16 + 8 * (lane / 16)) * 2);
     }
 #pragma unroll
     for (int np = 0; np < kVColsPerWarp / 16; ++np) {
