@@ -28,10 +28,11 @@ SplitSchedule plan_split_schedule(const SplitScheduleInput& in) {
     return best;
   }
 
-  // Candidate chunk lengths (in tiles): every length up to 64, then the lengths that split
-  // the longest request into n equal chunks for n up to 4 waves of CTAs.
+  // Candidate chunk lengths (in tiles): every length up to 2048 tokens, then the lengths that
+  // split the longest request into n equal chunks for n up to 4 waves of CTAs.
   std::vector<int64_t> candidates;
-  for (int64_t c = 1; c <= std::min<int64_t>(64, max_tiles); ++c) candidates.push_back(c);
+  const int64_t short_tiles = std::min<int64_t>(2048 / in.tile_tokens, max_tiles);
+  for (int64_t c = 1; c <= short_tiles; ++c) candidates.push_back(c);
   for (int64_t n = 1; n <= 4 * static_cast<int64_t>(in.concurrent_ctas); ++n)
     candidates.push_back(ceil_div(max_tiles, n));
   std::sort(candidates.begin(), candidates.end(), std::greater<>());
@@ -50,15 +51,15 @@ SplitSchedule plan_split_schedule(const SplitScheduleInput& in) {
       ctas += ceil_div(rows, in.rows_per_cta) * chunks;
     }
     const double waves = std::ceil(static_cast<double>(ctas) / in.concurrent_ctas);
-    // The combine pass reads every partial once: about one tile-time when split at all.
-    const double cost =
-        waves * (static_cast<double>(c) + in.cta_overhead_tiles) + (split ? 1.0 : 0.0);
+    // The combine pass reads every partial once: about 32 token-times when split at all.
+    const double cost = waves * (static_cast<double>(c * in.tile_tokens) + in.cta_overhead_tokens) +
+                        (split ? in.combine_tokens : 0.0);
     if (cost < best_cost - 1e-9) {  // strict: ties keep the longer chunk seen first
       best_cost = cost;
       best.chunk_tokens = static_cast<int32_t>(c * in.tile_tokens);
       best.num_chunks = static_cast<int32_t>(ceil_div(max_tiles, c));
       best.num_ctas = ctas;
-      best.est_tile_times = cost;
+      best.est_token_times = cost;
     }
   }
   return best;

@@ -14,8 +14,10 @@ struct SplitScheduleInput {
   int32_t rows_per_cta = 32;    // query rows (node x head) one CTA holds
   int32_t tile_tokens = 32;     // chunks are whole tiles
   int32_t concurrent_ctas = 1;  // CTAs the device runs at once (SMs x CTAs per SM)
-  // Fixed cost of a CTA (loading Q, the epilogue) and of a combined row, in tile-times.
-  double cta_overhead_tiles = 1.0;
+  // Fixed costs in token-times (the time a CTA takes per KV token), whatever the tile length:
+  // a CTA's (loading Q, the epilogue), and the combine pass's when any request is split.
+  double cta_overhead_tokens = 32;
+  double combine_tokens = 32;
 };
 
 struct SplitSchedule {
@@ -23,7 +25,7 @@ struct SplitSchedule {
   int32_t num_chunks = 1;      // the most chunks of any request: grid.y
   int32_t max_row_blocks = 0;  // the most row blocks of any request: grid.x
   int64_t num_ctas = 0;        // CTAs that do work
-  double est_tile_times = 0;   // modelled makespan, in tile-times of one CTA
+  double est_token_times = 0;  // modelled makespan, in token-times of one CTA
 };
 
 // Chooses the chunk length that minimises the modelled makespan: waves of concurrent CTAs,

@@ -53,10 +53,14 @@ VariantFacts variant_facts(VariantId v, DType dtype) {
   return cuda::mma::with_variant(v, [&]<typename V>(V) {
     const int ctas = dtype == DType::kBF16 ? cuda::mma::verify_ctas_per_sm<__nv_bfloat16, V>()
                                            : cuda::mma::verify_ctas_per_sm<__half, V>();
-    return VariantFacts{V::kRows, V::kTokens, V::kSmemBytes, ctas, V::kBulk,
-                        fmt::format("r{}-s{}{}{}", V::kRows, V::kStages,
-                                    V::kTokens != 32 ? fmt::format("-t{}", V::kTokens) : "",
-                                    V::kBulk ? "-bulk" : "")};
+    const std::string tokens = V::kTokens != 32 ? fmt::format("-t{}", V::kTokens) : "";
+    return VariantFacts{
+        V::kRows,
+        V::kTokens,
+        V::kSmemBytes,
+        ctas,
+        V::kBulk,
+        fmt::format("r{}-s{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "")};
   });
 }
 
@@ -77,7 +81,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                   "TREEVERIFY_CUDA_ARCHS including {}",
                   where, compiled, sm);
   // 16-row CTAs when no request has more rows (decode with H <= 16): half the tensor work per
-  // KV tile, and two CTAs per SM where shared memory allows; 64-row CTAs where they fit.
+  // KV tile, and two CTAs per SM; 32-row CTAs up to 32 rows, 64-row CTAs above.
   // device.kernel_arch is the architecture the loaded device code was compiled for.
   const int64_t max_rows = static_cast<int64_t>(summary.max_tree) * problem.num_heads;
   const auto [config_arch, variant] =
@@ -135,16 +139,14 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
       fmt::format("cuda-mma/{}/{}/sm{}-config", dtype_name(problem.dtype), facts.name, config_arch);
   // Why this tile size: the table in cuda/mma/config.h.
   const char* tiles = facts.rows == 16   ? "no request has more than 16 rows"
-                      : facts.rows == 64 ? "requests have more than 32 rows"
-                      : max_rows <= 32   ? "no request has more than 32 rows"
-                                         : "this configuration has no 64-row tiles";
+                      : facts.rows == 32 ? "no request has more than 32 rows"
+                                         : "requests have more than 32 rows";
   plan->reason = fmt::format(
       "{} runs sm_{} code; {} rows a CTA ({}), {}-token KV tiles{}; {} row block(s) x {} "
       "chunk(s) of {} tokens = {} CTAs, {} per SM",
       where, device.kernel_arch, facts.rows, tiles, facts.tokens,
-      facts.bulk ? " by bulk copies" : "",
-      sched.max_row_blocks, sched.num_chunks, sched.chunk_tokens, sched.num_ctas,
-      facts.ctas_per_sm);
+      facts.bulk ? " by bulk copies" : "", sched.max_row_blocks, sched.num_chunks,
+      sched.chunk_tokens, sched.num_ctas, facts.ctas_per_sm);
   plan->workspace_bytes = workspace_layout(*plan).total();
   return Status::Ok();
 }

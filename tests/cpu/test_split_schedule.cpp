@@ -19,13 +19,13 @@ struct Batch {
   }
 };
 
-SplitSchedule schedule(const Batch& b, int heads, int concurrent = 132) {
+SplitSchedule schedule(const Batch& b, int heads, int concurrent = 132, int tile_tokens = 32) {
   SplitScheduleInput in;
   in.qo_indptr = b.qo_indptr;
   in.kv_len = b.kv_len;
   in.num_heads = heads;
   in.rows_per_cta = 32;
-  in.tile_tokens = 32;
+  in.tile_tokens = tile_tokens;
   in.concurrent_ctas = concurrent;
   return plan_split_schedule(in);
 }
@@ -102,8 +102,22 @@ TEST(SplitSchedule, NeverWorseThanNoSplit) {
   b.add(16, 65536 + 16);
   b.add(1, 300);
   const SplitSchedule s = schedule(b, 16);
-  const double no_split = ceil_div(65536 + 16, 32) + 1.0;  // one wave of whole requests
-  EXPECT_LE(s.est_tile_times, no_split);
+  const double no_split = ceil_div(65536 + 16, 32) * 32 + 32.0;  // one wave of whole requests
+  EXPECT_LE(s.est_token_times, no_split);
+}
+
+// The fixed costs are in token-times, so halving the tile does not make a CTA look cheaper:
+// on a device that runs one CTA at a time, a request is not split, and it costs its whole
+// tiles plus 32 token-times at either tile length.
+TEST(SplitSchedule, FixedCostsDoNotShrinkWithTheTile) {
+  Batch b;
+  b.add(4, 100);  // 32 rows (one CTA), 100 tokens: 7 tiles of 16 or 4 of 32
+  const SplitSchedule s16 = schedule(b, 8, 1, 16);
+  const SplitSchedule s32 = schedule(b, 8, 1, 32);
+  EXPECT_EQ(s16.num_chunks, 1);
+  EXPECT_EQ(s16.chunk_tokens % 16, 0);
+  EXPECT_DOUBLE_EQ(s16.est_token_times, 112 + 32);
+  EXPECT_DOUBLE_EQ(s32.est_token_times, 128 + 32);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // cuda-mma against the float64 oracle on fresh random inputs with poisoned outputs:
 // tree shapes and sizes, page sizes, prefix lengths, heads, ragged batches, dtypes, strides,
-// and both tile configurations (the device's own and sm_120's, forced).
+// and three tile tables (the device's own, and sm_80's and sm_120's, forced).
 #include <fmt/format.h>
 
 #include "gpu_check.h"
@@ -82,14 +82,20 @@ TEST(GpuVerify, Fp16) {
   run_all_configs(spec("fp16 ragged", 4, {3, 70}, {10, 20000}, 1, TreeShape::kBushy, DType::kFP16));
 }
 
-// The same inputs twice must give bit-identical outputs: a moving result is a race.
+// The same inputs twice must give bit-identical outputs under every table: a moving result
+// is a race.
 TEST(GpuVerify, Deterministic) {
   TV_SKIP_WITHOUT_GPU();
   const HostCase host = make_case(spec("determinism", 8, {64}, {150000}, 1));
-  const GpuResult a = run_on_gpu(host, {});
-  const GpuResult b = run_on_gpu(host, {});
-  EXPECT_EQ(a.out, b.out);
-  EXPECT_EQ(0, std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 4));
+  for (int arch : kConfigs) {
+    PlanOptions o;
+    o.force_config_arch = arch;
+    SCOPED_TRACE(fmt::format("config {}", arch));
+    const GpuResult a = run_on_gpu(host, o);
+    const GpuResult b = run_on_gpu(host, o);
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_EQ(0, std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 4));
+  }
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ struct Variant {
   static constexpr bool kBulk = kBulk_;
   static constexpr int kRows = 16 * kMTiles;
   static constexpr int kStages = kStages_;
-  static constexpr int kTokens = kTokens_;  // KV tokens a tile (a pipeline stage)
+  static constexpr int kTokens = kTokens_;                   // KV tokens a tile (a pipeline stage)
   static constexpr int kStageBytes = kTokens * kKVRowBytes;  // 37376 at 32 tokens
   // Partial scores [kKGroups][rows][kRedStride] fp32: a stride of 8 floats more than the tile
   // (40 or 24) puts the 4 rows of a half-warp's float2 stores of mma fragments in 4 different
@@ -83,6 +83,7 @@ struct Variant {
   static_assert(kStages >= 2);
   static_assert(kQKRowGroups * kQKTokenGroups == kQKSubs && kQKPasses >= 1);
   static_assert(kTokens == 16 || kTokens == 32, "a lane a token's page id, 8 threads its copy");
+  static_assert(kTokens == 32 || kMTiles == 4, "16-token tiles: only 64-row CTAs split rows");
   // Q is staged through the KV stages and s_red (contiguous) before the loop.
   static_assert(kRows * kKVRowBytes <= kStages * kStageBytes + kRedBytes);
 };
@@ -93,7 +94,7 @@ using VariantLarge4 = Variant<2, 4>;  // 32 rows, 4 stages: sm_90/100 (227 KB pe
 using VariantSmall = Variant<1, 2>;   // 16 rows (decode, H <= 16): half the tensor work a tile
 using VariantWide3 = Variant<4, 3>;   // 64 rows, 3 stages: sm_80 (163 KB per block)
 using VariantWide4 = Variant<4, 4>;   // 64 rows, 4 stages: sm_90/100 (227 KB per block)
-using VariantSmallBulk = Variant<1, 2, true>;  // 16 rows, bulk copies (sm_90+)
+using VariantSmallBulk = Variant<1, 2, true>;      // 16 rows, bulk copies (sm_90+)
 using VariantWide3T16 = Variant<4, 3, false, 16>;  // 64 rows, 3 stages of 16 tokens: 99 KB parts
 
 inline constexpr int kSmemLimitConsumer = 101376;  // per block on sm_86, sm_89, sm_120
@@ -120,9 +121,10 @@ enum class VariantId : int {
 
 // Per-architecture table: the variant a device runs for requests of at most 16 rows, at most
 // 32, and more. The 64-row variants read each KV tile into shared memory once for twice the
-// rows of the 32-row ones; on the 99 KB a block of sm_86/89/120 they fit with 16-token tiles.
-// In the overlapped loop a tile is prefetched kStages - 2 tiles ahead of its first use; 4
-// stages measured 1.5-2% faster than 3 on sm_90 (H200, 2026-11-29, DESIGN_NOTES.md). Bulk
+// rows of the 32-row ones; on the 99 KB a block of sm_86/89/120 they fit with 16-token tiles
+// and 3 stages (4 stages of 16 tokens, squeezed into 99 KB, measured 3-4% slower on the H200).
+// With 4 stages the copies go out after the products (kLateCopies), which measured 2.5-3%
+// faster than 3 stages' earlier copies on sm_90 (H200, 2026-11-29, DESIGN_NOTES.md). Bulk
 // copies (one instruction a KV row) made memory-bound decode 2.5% faster on the H200 and the
 // 64-row variant 17% slower, so only the 16-row variant uses them. Every variant is compiled
 // for every architecture that can run it, so the code shipped for sm_80 and sm_120 can be

@@ -68,17 +68,17 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   auto load_ids = [&](int tile) {
     if (tile < n_tiles)
       load_page_ids<V>(p, s_idx_addr + ids_slot(tile) * 4, w.page_base,
-                    w.tok_begin + tile * V::kTokens, w.tok_end);
+                       w.tok_begin + tile * V::kTokens, w.tok_end);
   };
   auto load = [&](int tile) {
     if (tile < n_tiles) {
       if constexpr (V::kBulk)
         load_kv_tile_bulk<V>(p, stage_of(tile), s_idx + ids_slot(tile),
-                          w.tok_begin + tile * V::kTokens, w.tok_end,
-                          s_bar + (tile % V::kStages) * 8);
+                             w.tok_begin + tile * V::kTokens, w.tok_end,
+                             s_bar + (tile % V::kStages) * 8);
       else
         load_kv_tile<V>(p, stage_of(tile), s_idx + ids_slot(tile), w.tok_begin + tile * V::kTokens,
-                     w.tok_end);
+                        w.tok_end);
     }
     load_ids(tile + kIdxAhead);
     cp_async_commit();  // always, so the group count per tile stays uniform

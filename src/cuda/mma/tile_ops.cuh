@@ -40,7 +40,7 @@ __device__ __forceinline__ void load_page_ids(const VerifyKernelParams& p, uint3
 
 // Copies V::kTokens KV rows from sequence token `first` (rows at or past `end` are zero
 // filled, so masked probabilities multiply finite values) into one stage: 8 threads a token
-// (the first 8 kTokens threads), 9 x 16 bytes each, 128 contiguous bytes per 8 lanes.
+// (the first 8 x kTokens threads), 9 x 16 bytes each, 128 contiguous bytes per 8 lanes.
 // `page_ids` holds the tile's page-table entries (load_page_ids, already landed).
 template <typename V>
 __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32_t stage,
@@ -96,7 +96,7 @@ template <typename V>
 __device__ __forceinline__ void load_q(const VerifyKernelParams& p, const CtaWork& w, uint32_t buf,
                                        int kgroup, int rgroup,
                                        uint32_t (&qf)[V::kQKMTiles][kKSteps][4]) {
-  constexpr int kThreadsPerRow = kThreads / V::kRows;  // 8 or 16
+  constexpr int kThreadsPerRow = kThreads / V::kRows;  // 4, 8 or 16
   constexpr int kChunks = kQKDim * 2 / 16;
   const int r = threadIdx.x / kThreadsPerRow;
   const int sub = threadIdx.x % kThreadsPerRow;
