@@ -37,6 +37,7 @@ for arch in "${archs[@]}"; do
         smem = 0; if (match($0, /[0-9]+ bytes smem/)) { smem = substr($0, RSTART, RLENGTH); sub(/ bytes smem/, "", smem) }
         cmd = "c++filt \"" name "\""; short = name; cmd | getline short; close(cmd)
         gsub(/treeverify::cuda::(mma::)?|\(anonymous namespace\)::|__nv_|VerifyKernelParams|\(\)/, "", short)
+        sub(/^void /, "", short); gsub(/, /, ",", short); gsub(/> >/, ">>", short)
         if (length(short) > 58) short = substr(short, 1, 55) "..."
         printf "%-6s %-58s %5s %7s %7s %6s %8s\n", "sm_" arch, short, regs, st, ld, stack, smem
         if (st + 0 > 0 || ld + 0 > 0 || stack + 0 > 0 || regs + 0 > 255) bad = 1
