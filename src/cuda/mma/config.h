@@ -71,21 +71,24 @@ struct Variant {
   static constexpr int kRowsPerWarp = kRows / kWarps;
   static constexpr int kLanesPerRow = 32 / kRowsPerWarp;
   static constexpr int kTokensPerLane = kTokens / kLanesPerRow;
-  static constexpr int kRedBytes = kKGroups * kRows * kRedStride * 4;
-  static constexpr int kPBytes = kRows * kPStride * 2;
-  // Page-table entries of the tokens of kStages tiles, copied kStages - 1 tiles ahead of the
-  // KV rows they locate (load_page_ids), so the copy loop never waits on a global load.
-  static constexpr int kIdxBytes = kStages * kTokens * 4;
-  static constexpr int kBarBytes = kBulk ? kStages * 8 : 0;  // one mbarrier a stage
-  static constexpr int kSmemBytes =
-      kStages * kStageBytes + kRedBytes + kPBytes + 2 * kRows * 4 + kIdxBytes + kBarBytes;
+  // Shared memory, in this order: the KV stages; the k-group partial scores s_red; P; a
+  // per-row alpha and lse (fp32); the page-id ring (page-table entries of kStages tiles,
+  // copied kStages - 1 tiles ahead of the KV rows they locate, so the copy loop never waits
+  // on a global load); with kBulk, one mbarrier a stage.
+  static constexpr int kRedOffset = kStages * kStageBytes;
+  static constexpr int kPOffset = kRedOffset + kKGroups * kRows * kRedStride * 4;
+  static constexpr int kAlphaOffset = kPOffset + kRows * kPStride * 2;
+  static constexpr int kLseOffset = kAlphaOffset + kRows * 4;
+  static constexpr int kIdxOffset = kLseOffset + kRows * 4;
+  static constexpr int kBarOffset = kIdxOffset + kStages * kTokens * 4;
+  static constexpr int kSmemBytes = kBarOffset + (kBulk ? kStages * 8 : 0);
   static_assert(kRowsPerWarp >= 1 && kTokensPerLane >= 2 && kTokensPerLane % 2 == 0);
   static_assert(kStages >= 2);
   static_assert(kQKRowGroups * kQKTokenGroups == kQKSubs && kQKPasses >= 1);
   static_assert(kTokens == 16 || kTokens == 32, "a lane a token's page id, 8 threads its copy");
   static_assert(kTokens == 32 || kMTiles == 4, "16-token tiles: only 64-row CTAs split rows");
-  // Q is staged through the KV stages and s_red (contiguous) before the loop.
-  static_assert(kRows * kKVRowBytes <= kStages * kStageBytes + kRedBytes);
+  // Q is staged through the KV stages and s_red before the loop.
+  static_assert(kRows * kKVRowBytes <= kPOffset);
 };
 
 using VariantLarge2 = Variant<2, 2>;  // 32 rows, 2 stages: fits 99 KB (sm_86/89/120)

@@ -40,15 +40,14 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
 
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t s_kv = smem_addr(smem);
-  float* s_red = reinterpret_cast<float*>(smem + V::kStages * V::kStageBytes);
-  T* s_p = reinterpret_cast<T*>(smem + V::kStages * V::kStageBytes + V::kRedBytes);
+  float* s_red = reinterpret_cast<float*>(smem + V::kRedOffset);
+  T* s_p = reinterpret_cast<T*>(smem + V::kPOffset);
   const uint32_t s_p_addr = smem_addr(s_p);
-  float* s_alpha =
-      reinterpret_cast<float*>(smem + V::kStages * V::kStageBytes + V::kRedBytes + V::kPBytes);
-  float* s_lse = s_alpha + V::kRows;
-  const int32_t* s_idx = reinterpret_cast<const int32_t*>(s_lse + V::kRows);
+  float* s_alpha = reinterpret_cast<float*>(smem + V::kAlphaOffset);
+  float* s_lse = reinterpret_cast<float*>(smem + V::kLseOffset);
+  const int32_t* s_idx = reinterpret_cast<const int32_t*>(smem + V::kIdxOffset);
   const uint32_t s_idx_addr = smem_addr(s_idx);
-  const uint32_t s_bar = s_idx_addr + V::kIdxBytes;  // kBulk: one mbarrier a stage
+  const uint32_t s_bar = s_kv + V::kBarOffset;  // kBulk: one mbarrier a stage
   if constexpr (V::kBulk) {
     if (threadIdx.x == 0) {
       for (int s = 0; s < V::kStages; ++s) mbar_init(s_bar + s * 8);

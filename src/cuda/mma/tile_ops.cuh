@@ -48,8 +48,8 @@ __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32
   constexpr int kChunks = kQKDim * 2 / 16;  // 72 pieces of 16 bytes a row
   constexpr int kThreadsPerToken = 8;
   static_assert(kChunks % kThreadsPerToken == 0 && V::kTokens * kThreadsPerToken <= kThreads);
-  if (V::kTokens * kThreadsPerToken < kThreads && threadIdx.x >= V::kTokens * kThreadsPerToken)
-    return;
+  if constexpr (V::kTokens * kThreadsPerToken < kThreads)
+    if (threadIdx.x >= V::kTokens * kThreadsPerToken) return;
   const int tok = threadIdx.x / kThreadsPerToken;
   const int sub = threadIdx.x % kThreadsPerToken;
   const int t = first + tok;
