@@ -82,6 +82,12 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
+// Barrier `id` (1-15; 0 is __syncthreads') over `threads` threads, a multiple of 32: whole
+// warps of one group of the CTA wait for each other, the other warps run on.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Two floats -> one register of two 16-bit values (low half = first).
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {

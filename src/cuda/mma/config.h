@@ -27,8 +27,6 @@ inline constexpr int kThreads = kWarps * 32;
 inline constexpr int kKGroups = 4;
 inline constexpr int kKSteps = kQKDim / 16 / kKGroups;  // 9
 inline constexpr int kQKSubs = kWarps / kKGroups;       // 2
-// P.V: warp w owns output columns [64 w, 64 w + 64) of every row.
-inline constexpr int kVColsPerWarp = kVDim / kWarps;  // 64
 // KV rows are padded by 16 bytes so the 8 rows one ldmatrix phase reads fall in 8 different
 // 16-byte bank groups (1152 is a multiple of 128: unpadded, all 8 would share one group).
 inline constexpr int kKVRowBytes = kQKDim * 2 + 16;  // 1168
@@ -59,6 +57,18 @@ struct Variant {
   // at the start of tile i, a phase earlier. Late copies land one tile closer to their use:
   // 4 stages afford that, 3 do not (H200: 2-3% faster with 4 stages, V1 10% slower with 3).
   static constexpr bool kLateCopies = kStages >= 4;
+  // Two halves (kHalves, 64-row CTAs of 32-token tiles): warps 0-3 hold rows 0-31 and warps
+  // 4-7 rows 32-63 through every step, so the halves meet only at one CTA barrier a tile, and
+  // one runs its softmax while the other runs its products (the loop in kernel.cuh). With
+  // 16-token tiles (sm_86/89/120) the halves measured only 2-3% faster on the H200 and spill
+  // 8 bytes on sm_120, so those keep the loop of the smaller CTAs.
+  static constexpr bool kHalves = kMTiles == 4 && kStages >= 3 && !kBulk && kTokens == 32;
+  // P.V: the O tile a warp owns. Halves: 32 rows x 128 columns; otherwise all rows x 64 columns.
+  static constexpr int kOMTiles = kHalves ? kMTiles / 2 : kMTiles;
+  static constexpr int kOCols = kHalves ? kVDim / 4 : kVDim / kWarps;
+  static constexpr int kONTiles = kOCols / 8;  // 16 or 8: 8-column mma tiles
+  static constexpr int o_row0(int warp) { return kHalves ? (warp / 4) * 32 : 0; }
+  static constexpr int o_col0(int warp) { return kHalves ? (warp % 4) * kOCols : warp * kOCols; }
   // 16-row CTAs fit in 128 registers a thread: ask for two CTAs per SM to hide latency.
   static constexpr int kMinBlocks = kMTiles == 1 ? 2 : 1;
   // Score product: m16 tiles of Q a warp holds, how the two warps of a k-group split the CTA
@@ -67,6 +77,10 @@ struct Variant {
   static constexpr int kQKRowGroups = kMTiles / kQKMTiles;
   static constexpr int kQKTokenGroups = kQKSubs / kQKRowGroups;
   static constexpr int kQKPasses = kTokens / 16 / kQKTokenGroups;
+  // Passes compiled as one block, so ptxas overlaps the next pass's loads with this one's
+  // products (H200, halves: V4 6.09 -> 5.54 ms): with 4 stages; with 3 the early copies keep
+  // more registers live and sm_100 spills.
+  static constexpr int kQKPassUnroll = kLateCopies ? kQKPasses : 1;
   // Softmax: warp w owns rows [kRowsPerWarp w, ...), kLanesPerRow lanes a row.
   static constexpr int kRowsPerWarp = kRows / kWarps;
   static constexpr int kLanesPerRow = 32 / kRowsPerWarp;
@@ -84,6 +98,9 @@ struct Variant {
   static constexpr int kSmemBytes = kBarOffset + (kBulk ? kStages * 8 : 0);
   static_assert(kRowsPerWarp >= 1 && kTokensPerLane >= 2 && kTokensPerLane % 2 == 0);
   static_assert(kStages >= 2);
+  // Halves: a half's QK rows (kgroup warps w, w + 4 split rows by w / 4) and softmax rows
+  // (kRowsPerWarp a warp) are the rows of its O tiles.
+  static_assert(!kHalves || (kQKRowGroups == 2 && kRowsPerWarp * kWarps / 2 == 32));
   static_assert(kQKRowGroups * kQKTokenGroups == kQKSubs && kQKPasses >= 1);
   static_assert(kTokens == 16 || kTokens == 32, "a lane a token's page id, 8 threads its copy");
   static_assert(kTokens == 32 || kMTiles == 4, "16-token tiles: only 64-row CTAs split rows");

@@ -9,8 +9,9 @@
 //      memory (s_red).
 //   2. Online softmax (softmax_tile, fp32, log2 units), with the ancestor mask only in tiles
 //      that reach the tree region.
-//   3. O += P V (pv_tile): warp w owns output columns [64w, 64w+64) of every row; V is the
-//      first 512 columns of the same KV tile.
+//   3. O += P V (pv_tile): in 64-row CTAs warp w owns 128 output columns of the 32 rows of
+//      its half (warps 0-3: rows 0-31), otherwise 64 columns of every row; V is the first 512
+//      columns of the same KV tile.
 // A request with one chunk writes out/lse directly; otherwise each chunk writes a normalised
 // fp32 partial and its lse, merged by the combine kernel (cuda/common/combine.cu).
 // Figures and limits: DESIGN_NOTES.md beside this file.
@@ -94,7 +95,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     load(s);
   }
 
-  float o[V::kMTiles][kVColsPerWarp / 8][4] = {};
+  float o[V::kOMTiles][V::kONTiles][4] = {};
   const int sm_row = warp * V::kRowsPerWarp + lane / V::kLanesPerRow;
   const bool row_valid = w.row0 + sm_row < w.rows_b;
   // The tree node of this thread's softmax row (request-relative) and its ancestor bits; a
@@ -109,7 +110,53 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     if constexpr (V::kBulk)
       if (tile < n_tiles) mbar_wait(s_bar + (tile % V::kStages) * 8, (tile / V::kStages) & 1);
   };
-  if constexpr (V::kOverlap) {
+  if constexpr (V::kHalves) {
+    // Halves A (warps 0-3, rows 0-31) and B (warps 4-7, rows 32-63) run the same steps in
+    // opposite order, so on each scheduler (one warp of each half) one half's softmax runs
+    // beside the other's products. Between the CTA barriers X(i) and X(i+1):
+    //   A: QK(i+1) -> s_red_A, PV(i) | bar_A | softmax(i+1)
+    //   B: softmax(i) | bar_B | QK(i+1) -> s_red_B, PV(i)
+    // and each thread copies its part of tile i+kStages-1 (load_kv_tile) into tile i-1's
+    // stage: after its products with 4 stages (kLateCopies), first thing with 3. A half's own
+    // barrier orders its s_red and P; X(i) publishes tile i+1 and the P and s_red written
+    // before it, and frees tile i-1's stage (both halves are past its PV). Either way the
+    // copies still pending at X(i+1) number kStages - 3.
+    const bool half_a = warp < kWarps / 2;
+    const int half_bar = 1 + warp / (kWarps / 2);
+    auto softmax = [&](int tile) {
+      softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * V::kTokens, mask_row,
+                         own_node, row_valid, st);
+    };
+    auto products = [&](int tile) {
+      if (tile + 1 < n_tiles) qk_partial<T, V>(stage_of(tile + 1), qf, s_red, kgroup, sub);
+      pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
+    };
+    cp_async_wait<V::kStages - 2>();  // tile 0 has landed
+    __syncthreads();
+    qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, sub);
+    if (half_a) {
+      named_barrier_sync(half_bar, kThreads / 2);
+      softmax(0);
+    }
+    cp_async_wait<V::kStages - 3>();  // tile 1 has landed
+    __syncthreads();                  // X(0)
+    for (int tile = 0; tile < n_tiles; ++tile) {
+      if constexpr (!V::kLateCopies) load(tile + V::kStages - 1);
+      if (half_a) {
+        products(tile);
+        if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
+        named_barrier_sync(half_bar, kThreads / 2);  // s_red_A holds QK(i+1); P_A(i) consumed
+        if (tile + 1 < n_tiles) softmax(tile + 1);
+      } else {
+        softmax(tile);
+        named_barrier_sync(half_bar, kThreads / 2);  // P_B(i) visible; s_red_B consumed
+        products(tile);
+        if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
+      }
+      cp_async_wait<V::kStages - 3>();  // tile + 2 has landed
+      __syncthreads();                  // X(tile + 1)
+    }
+  } else if constexpr (V::kOverlap) {
     // barrier | softmax(i) | barrier | QK(i+1) + PV(i): the tensor cores get both products
     // between two barriers. Tile i+kStages-1 goes to tile i-1's stage, free since the first
     // barrier of tile i; its copies are issued then or after PV(i) (V::kLateCopies), and the

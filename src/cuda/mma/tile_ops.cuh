@@ -135,8 +135,7 @@ __device__ __forceinline__ void qk_partial(uint32_t stage,
   const int lane = threadIdx.x % 32;
   const int row0 = (sub / V::kQKTokenGroups) * V::kQKMTiles * 16;
   const int tok0 = (sub % V::kQKTokenGroups) * V::kQKPasses * 16;
-  // One pass at a time: two passes' k-step loads in flight together would spill.
-#pragma unroll 1
+#pragma unroll V::kQKPassUnroll
   for (int pass = 0; pass < V::kQKPasses; ++pass) {
     const int tok_base = tok0 + pass * 16;
     float acc[V::kQKMTiles][2][4] = {};
@@ -247,40 +246,42 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
   if (lane % V::kLanesPerRow == 0) s_alpha[row] = alpha;
 }
 
-// O = alpha * O + P V over this warp's 64 output columns.
+// O = alpha * O + P V over this warp's O tile: rows [o_row0, +16 kOMTiles), columns
+// [o_col0, +kOCols).
 template <typename T, typename V>
 __device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const float* s_alpha,
-                                        float (&o)[V::kMTiles][kVColsPerWarp / 8][4]) {
+                                        float (&o)[V::kOMTiles][V::kONTiles][4]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row0 = V::o_row0(warp), col0 = V::o_col0(warp);
 #pragma unroll
-  for (int mt = 0; mt < V::kMTiles; ++mt) {
-    const float a_lo = s_alpha[mt * 16 + lane / 4];
-    const float a_hi = s_alpha[mt * 16 + lane / 4 + 8];
+  for (int mt = 0; mt < V::kOMTiles; ++mt) {
+    const float a_lo = s_alpha[row0 + mt * 16 + lane / 4];
+    const float a_hi = s_alpha[row0 + mt * 16 + lane / 4 + 8];
     // alpha = exp2(m_old - m_new) is exactly 1 when no row max moved, as in most tiles once
-    // the running max settles: skip the 64 multiplies then (warp-uniform branch).
+    // the running max settles: skip the multiplies then (warp-uniform branch).
     if (!__any_sync(0xffffffffu, a_lo != 1.f || a_hi != 1.f)) continue;
 #pragma unroll
-    for (int nt = 0; nt < kVColsPerWarp / 8; ++nt) {
+    for (int nt = 0; nt < V::kONTiles; ++nt) {
       o[mt][nt][0] *= a_lo, o[mt][nt][1] *= a_lo;
       o[mt][nt][2] *= a_hi, o[mt][nt][3] *= a_hi;
     }
   }
 #pragma unroll
   for (int ks = 0; ks < V::kTokens / 16; ++ks) {
-    uint32_t pa[V::kMTiles][4];
+    uint32_t pa[V::kOMTiles][4];
 #pragma unroll
-    for (int mt = 0; mt < V::kMTiles; ++mt) {
-      const int row = mt * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+    for (int mt = 0; mt < V::kOMTiles; ++mt) {
+      const int row = row0 + mt * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
       ldmatrix_x4(pa[mt], s_p + (row * V::kPStride + ks * 16 + 8 * (lane / 16)) * 2);
     }
 #pragma unroll
-    for (int np = 0; np < kVColsPerWarp / 16; ++np) {
+    for (int np = 0; np < V::kONTiles / 2; ++np) {
       uint32_t vb[4];
       const int tok = ks * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
-      const int col = warp * kVColsPerWarp + np * 16 + 8 * (lane / 16);
+      const int col = col0 + np * 16 + 8 * (lane / 16);
       ldmatrix_x4_trans(vb, stage + tok * kKVRowBytes + col * 2);
 #pragma unroll
-      for (int mt = 0; mt < V::kMTiles; ++mt) {
+      for (int mt = 0; mt < V::kOMTiles; ++mt) {
         mma_16816<T>(o[mt][2 * np], pa[mt], vb[0], vb[1]);
         mma_16816<T>(o[mt][2 * np + 1], pa[mt], vb[2], vb[3]);
       }
@@ -293,7 +294,7 @@ __device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const floa
 template <typename T, typename V>
 __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
                                          const RowState& st, float* s_inv_l, float* s_lse,
-                                         const float (&o)[V::kMTiles][kVColsPerWarp / 8][4]) {
+                                         const float (&o)[V::kOMTiles][V::kONTiles][4]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane % V::kLanesPerRow == 0) {
     const int row = warp * V::kRowsPerWarp + lane / V::kLanesPerRow;
@@ -303,18 +304,18 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
   __syncthreads();
   const int H = p.num_heads;
 #pragma unroll
-  for (int mt = 0; mt < V::kMTiles; ++mt) {
+  for (int mt = 0; mt < V::kOMTiles; ++mt) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int r = mt * 16 + lane / 4 + 8 * half;
+      const int r = V::o_row0(warp) + mt * 16 + lane / 4 + 8 * half;
       const int gr = w.row0 + r;
       if (gr >= w.rows_b) continue;
       const float inv_l = s_inv_l[r];
       const int node = gr / H, head = gr % H;
       const int64_t grow = static_cast<int64_t>(w.q0) * H + gr;
 #pragma unroll
-      for (int nt = 0; nt < kVColsPerWarp / 8; ++nt) {
-        const int col = warp * kVColsPerWarp + nt * 8 + 2 * (lane % 4);
+      for (int nt = 0; nt < V::kONTiles; ++nt) {
+        const int col = V::o_col0(warp) + nt * 8 + 2 * (lane % 4);
         const float v0 = o[mt][nt][2 * half] * inv_l, v1 = o[mt][nt][2 * half + 1] * inv_l;
         if (w.final_out) {
           T* dst = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
