@@ -77,10 +77,6 @@ struct Variant {
   static constexpr int kQKRowGroups = kMTiles / kQKMTiles;
   static constexpr int kQKTokenGroups = kQKSubs / kQKRowGroups;
   static constexpr int kQKPasses = kTokens / 16 / kQKTokenGroups;
-  // Passes compiled as one block, so ptxas overlaps the next pass's loads with this one's
-  // products (H200, halves: V4 6.09 -> 5.54 ms): with 4 stages; with 3 the early copies keep
-  // more registers live and sm_100 spills.
-  static constexpr int kQKPassUnroll = kLateCopies ? kQKPasses : 1;
   // Softmax: warp w owns rows [kRowsPerWarp w, ...), kLanesPerRow lanes a row.
   static constexpr int kRowsPerWarp = kRows / kWarps;
   static constexpr int kLanesPerRow = 32 / kRowsPerWarp;
