@@ -44,7 +44,8 @@ using cuda::mma::VariantId;
 
 struct VariantFacts {
   int rows, tokens, smem, ctas_per_sm;
-  bool bulk;  // needs bulk copies (sm_90+)
+  bool bulk;    // needs bulk copies (sm_90+)
+  bool halves;  // two 32-row halves that alternate softmax and products
   std::string name;
 };
 
@@ -60,6 +61,7 @@ VariantFacts variant_facts(VariantId v, DType dtype) {
         V::kSmemBytes,
         ctas,
         V::kBulk,
+        V::kHalves,
         fmt::format("r{}-s{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "")};
   });
 }
@@ -142,9 +144,10 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                       : facts.rows == 32 ? "no request has more than 32 rows"
                                          : "requests have more than 32 rows";
   plan->reason = fmt::format(
-      "{} runs sm_{} code; {} rows a CTA ({}), {}-token KV tiles{}; {} row block(s) x {} "
+      "{} runs sm_{} code; {} rows a CTA ({}){}, {}-token KV tiles{}; {} row block(s) x {} "
       "chunk(s) of {} tokens = {} CTAs, {} per SM",
-      where, device.kernel_arch, facts.rows, tiles, facts.tokens,
+      where, device.kernel_arch, facts.rows, tiles,
+      facts.halves ? " in two halves, one's softmax beside the other's products" : "", facts.tokens,
       facts.bulk ? " by bulk copies" : "", sched.max_row_blocks, sched.num_chunks,
       sched.chunk_tokens, sched.num_ctas, facts.ctas_per_sm);
   plan->workspace_bytes = workspace_layout(*plan).total();
