@@ -31,6 +31,14 @@
 #define TV_HAS_PDL 0
 #endif
 
+// Whether ptxas fits the 3-stage 64-row kernel with its two score passes compiled as one
+// block: not for sm_100 to sm_110 (CUDA 13.0: 36 bytes of spill), everywhere else it does.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000 && __CUDA_ARCH__ < 1200
+#define TV_FITS_3_STAGE_QK_BLOCK 0
+#else
+#define TV_FITS_3_STAGE_QK_BLOCK 1
+#endif
+
 // True in the device pass of any architecture (false in the host pass).
 #if defined(__CUDA_ARCH__)
 #define TV_DEVICE_PASS 1

@@ -82,10 +82,13 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
-// Barrier `id` (1-15; 0 is __syncthreads') over `threads` threads, a multiple of 32: whole
-// warps of one group of the CTA wait for each other, the other warps run on.
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+// Barrier kId (1-15; 0 is __syncthreads') over kThreads threads, a multiple of 32: whole
+// warps of one group of the CTA wait for each other, the other warps run on. The id is an
+// immediate so ptxas reserves only the barriers used.
+template <int kId, int kThreads>
+__device__ __forceinline__ void named_barrier_sync() {
+  static_assert(kId >= 1 && kId <= 15 && kThreads % 32 == 0);
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
 }
 
 // Two floats -> one register of two 16-bit values (low half = first).

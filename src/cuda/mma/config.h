@@ -49,13 +49,15 @@ struct Variant {
   // P [rows][kPStride] 16-bit: 80 or 48-byte rows are conflict-free for ldmatrix.
   static constexpr int kPStride = kTokens + 8;
   // With three or more stages the loop overlaps the score product of tile i+1 with the P.V
-  // product of tile i (two barriers per tile instead of three); with two stages that would
-  // leave no stage free to prefetch into, so the loop runs the phases in order.
+  // product of tile i (the one-loop schedule: two barriers per tile instead of three; the
+  // halves below have their own); with two stages that would leave no stage free to prefetch
+  // into, so the loop runs the phases in order.
   static constexpr bool kOverlap = kStages >= 3;
-  // Where the overlapped loop copies tile i+kStages-1: after the products of tile i, so the
-  // burst of copies does not queue ahead of the softmax's shared-memory reads (kLateCopies), or
-  // at the start of tile i, a phase earlier. Late copies land one tile closer to their use:
-  // 4 stages afford that, 3 do not (H200: 2-3% faster with 4 stages, V1 10% slower with 3).
+  // Where a thread copies tile i+kStages-1: after its products of tile i (kLateCopies), or at
+  // the start of tile i. Late copies land one tile closer to their use: 4 stages afford that,
+  // 3 do not. Measured in the one-loop schedule (H200: 2-3% faster with 4 stages, V1 10%
+  // slower with 3, the early burst queueing ahead of the softmax's loads) and kept for the
+  // halves (half B's copies moved before its products: 5% slower).
   static constexpr bool kLateCopies = kStages >= 4;
   // Two halves (kHalves, 64-row CTAs of 32-token tiles): warps 0-3 hold rows 0-31 and warps
   // 4-7 rows 32-63 through every step, so the halves meet only at one CTA barrier a tile, and
@@ -65,10 +67,14 @@ struct Variant {
   static constexpr bool kHalves = kMTiles == 4 && kStages >= 3 && !kBulk && kTokens == 32;
   // P.V: the O tile a warp owns. Halves: 32 rows x 128 columns; otherwise all rows x 64 columns.
   static constexpr int kOMTiles = kHalves ? kMTiles / 2 : kMTiles;
-  static constexpr int kOCols = kHalves ? kVDim / 4 : kVDim / kWarps;
+  static constexpr int kOCols = kHalves ? kVDim / (kWarps / 2) : kVDim / kWarps;
   static constexpr int kONTiles = kOCols / 8;  // 16 or 8: 8-column mma tiles
-  static constexpr int o_row0(int warp) { return kHalves ? (warp / 4) * 32 : 0; }
-  static constexpr int o_col0(int warp) { return kHalves ? (warp % 4) * kOCols : warp * kOCols; }
+  static constexpr int kWarpsPerHalf = kWarps / 2;
+  static constexpr int half_of(int warp) { return warp / kWarpsPerHalf; }  // 0: A, 1: B
+  static constexpr int o_row0(int warp) { return kHalves ? half_of(warp) * 32 : 0; }
+  static constexpr int o_col0(int warp) {
+    return kHalves ? (warp % kWarpsPerHalf) * kOCols : warp * kOCols;
+  }
   // 16-row CTAs fit in 128 registers a thread: ask for two CTAs per SM to hide latency.
   static constexpr int kMinBlocks = kMTiles == 1 ? 2 : 1;
   // Score product: m16 tiles of Q a warp holds, how the two warps of a k-group split the CTA
@@ -94,9 +100,11 @@ struct Variant {
   static constexpr int kSmemBytes = kBarOffset + (kBulk ? kStages * 8 : 0);
   static_assert(kRowsPerWarp >= 1 && kTokensPerLane >= 2 && kTokensPerLane % 2 == 0);
   static_assert(kStages >= 2);
-  // Halves: a half's QK rows (kgroup warps w, w + 4 split rows by w / 4) and softmax rows
-  // (kRowsPerWarp a warp) are the rows of its O tiles.
-  static_assert(!kHalves || (kQKRowGroups == 2 && kRowsPerWarp * kWarps / 2 == 32));
+  // Halves: a half's QK rows (the two warps of a k-group, w and w + kKGroups, split the rows
+  // by w / kKGroups, which is half_of(w)) and softmax rows (kRowsPerWarp a warp) are the rows
+  // of its O tiles.
+  static_assert(!kHalves || (kQKRowGroups == 2 && kKGroups == kWarpsPerHalf &&
+                             kRowsPerWarp * kWarpsPerHalf == 32));
   static_assert(kQKRowGroups * kQKTokenGroups == kQKSubs && kQKPasses >= 1);
   static_assert(kTokens == 16 || kTokens == 32, "a lane a token's page id, 8 threads its copy");
   static_assert(kTokens == 32 || kMTiles == 4, "16-token tiles: only 64-row CTAs split rows");

@@ -9,9 +9,9 @@
 //      memory (s_red).
 //   2. Online softmax (softmax_tile, fp32, log2 units), with the ancestor mask only in tiles
 //      that reach the tree region.
-//   3. O += P V (pv_tile): in 64-row CTAs warp w owns 128 output columns of the 32 rows of
-//      its half (warps 0-3: rows 0-31), otherwise 64 columns of every row; V is the first 512
-//      columns of the same KV tile.
+//   3. O += P V (pv_tile): in 64-row CTAs of 32-token tiles (V::kHalves) warp w owns 128
+//      output columns of the 32 rows of its half (warps 0-3: rows 0-31), otherwise 64 columns
+//      of every row; V is the first 512 columns of the same KV tile.
 // A request with one chunk writes out/lse directly; otherwise each chunk writes a normalised
 // fp32 partial and its lse, merged by the combine kernel (cuda/common/combine.cu).
 // Figures and limits: DESIGN_NOTES.md beside this file.
@@ -121,8 +121,8 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     // barrier orders its s_red and P; X(i) publishes tile i+1 and the P and s_red written
     // before it, and frees tile i-1's stage (both halves are past its PV). Either way the
     // copies still pending at X(i+1) number kStages - 3.
-    const bool half_a = warp < kWarps / 2;
-    const int half_bar = 1 + warp / (kWarps / 2);
+    const bool half_a = V::half_of(warp) == 0;
+    constexpr int kHalfThreads = V::kWarpsPerHalf * 32;
     auto softmax = [&](int tile) {
       softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * V::kTokens, mask_row,
                          own_node, row_valid, st);
@@ -134,8 +134,8 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     cp_async_wait<V::kStages - 2>();  // tile 0 has landed
     __syncthreads();
     qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, sub);
-    if (half_a) {
-      named_barrier_sync(half_bar, kThreads / 2);
+    if (half_a) {  // the second phase of half A's tile -1
+      named_barrier_sync<1, kHalfThreads>();
       softmax(0);
     }
     cp_async_wait<V::kStages - 3>();  // tile 1 has landed
@@ -145,11 +145,11 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
       if (half_a) {
         products(tile);
         if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
-        named_barrier_sync(half_bar, kThreads / 2);  // s_red_A holds QK(i+1); P_A(i) consumed
+        named_barrier_sync<1, kHalfThreads>();  // s_red_A holds QK(i+1); P_A(i) consumed
         if (tile + 1 < n_tiles) softmax(tile + 1);
       } else {
         softmax(tile);
-        named_barrier_sync(half_bar, kThreads / 2);  // P_B(i) visible; s_red_B consumed
+        named_barrier_sync<2, kHalfThreads>();  // P_B(i) visible; s_red_B consumed
         products(tile);
         if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
       }

@@ -135,15 +135,10 @@ __device__ __forceinline__ void qk_partial(uint32_t stage,
   const int lane = threadIdx.x % 32;
   const int row0 = (sub / V::kQKTokenGroups) * V::kQKMTiles * 16;
   const int tok0 = (sub % V::kQKTokenGroups) * V::kQKPasses * 16;
-  // The passes (two in 64-row CTAs) compiled as one block, so ptxas overlaps the next pass's
-  // loads with this one's products (H200, halves: V4 6.09 -> 5.54 ms; sm_80's table forced:
-  // 6.75 -> 6.19 ms). Not on sm_100 with 3 stages: the early copies keep more registers live
-  // there and ptxas spills.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000 && __CUDA_ARCH__ < 1200
-  constexpr int kUnroll = V::kLateCopies ? V::kQKPasses : 1;
-#else
-  constexpr int kUnroll = V::kQKPasses;
-#endif
+  // The passes (two with 64 rows of 32-token tiles) compiled as one block, so ptxas overlaps
+  // the next pass's loads with this one's products (H200, halves: V4 6.09 -> 5.54 ms; sm_80's
+  // table forced: 6.75 -> 6.19 ms), except where that spills (TV_FITS_3_STAGE_QK_BLOCK).
+  constexpr int kUnroll = V::kStages >= 4 || TV_FITS_3_STAGE_QK_BLOCK ? V::kQKPasses : 1;
 #pragma unroll kUnroll
   for (int pass = 0; pass < V::kQKPasses; ++pass) {
     const int tok_base = tok0 + pass * 16;
@@ -315,8 +310,8 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
 #pragma unroll
   for (int mt = 0; mt < V::kOMTiles; ++mt) {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = V::o_row0(warp) + mt * 16 + lane / 4 + 8 * half;
+    for (int hi = 0; hi < 2; ++hi) {  // fragment rows lane / 4, then 8 below
+      const int r = V::o_row0(warp) + mt * 16 + lane / 4 + 8 * hi;
       const int gr = w.row0 + r;
       if (gr >= w.rows_b) continue;
       const float inv_l = s_inv_l[r];
@@ -325,7 +320,7 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
 #pragma unroll
       for (int nt = 0; nt < V::kONTiles; ++nt) {
         const int col = V::o_col0(warp) + nt * 8 + 2 * (lane % 4);
-        const float v0 = o[mt][nt][2 * half] * inv_l, v1 = o[mt][nt][2 * half + 1] * inv_l;
+        const float v0 = o[mt][nt][2 * hi] * inv_l, v1 = o[mt][nt][2 * hi + 1] * inv_l;
         if (w.final_out) {
           T* dst = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
                    head * p.out_stride_head + col;
