@@ -65,6 +65,13 @@ int run_doctor(const DoctorFlags& flags) {
                   {"cuda_compiler", build.cuda_compiler_version},
                   {"cuda_archs", build.cuda_archs},
                   {"blas", build.blas}};
+    j["kernels_by_arch"] = nlohmann::json::array();
+    for (const ArchKernels& k : cuda_kernels_by_arch()) {
+      j["kernels_by_arch"].push_back({{"arch", k.arch},
+                                      {"up_to_16_rows", k.up_to_16_rows},
+                                      {"up_to_32_rows", k.up_to_32_rows},
+                                      {"more_rows", k.more_rows}});
+    }
     j["cpu_threads"] = threads;
     j["devices"] = nlohmann::json::array();
     for (const DeviceInfo& d : devices) {
@@ -110,6 +117,21 @@ int run_doctor(const DoctorFlags& flags) {
     fmt::print(
         "  CUDA: not compiled into this build (configured with TREEVERIFY_CUDA=OFF or "
         "without nvcc)\n");
+  }
+  if (build.cuda_compiled) {
+    // Known without a GPU: what a GPU of each compiled architecture would run.
+    fmt::print(
+        "  CUDA kernels, by the GPU's architecture and the most query rows (heads x tree nodes)\n"
+        "  of a request in the call:\n");
+    fmt::print("    {:<7} {:<14} {:<14} {}\n", "arch", "<= 16 rows", "<= 32 rows", "more");
+    for (const ArchKernels& k : cuda_kernels_by_arch()) {
+      fmt::print("    sm_{:<4} {:<14} {:<14} {}\n", k.arch, k.up_to_16_rows, k.up_to_32_rows,
+                 k.more_rows);
+    }
+    fmt::print(
+        "    (rR-sS: R query rows a CTA, an S-stage copy pipeline; -t16: 16-token KV tiles; "
+        "-bulk:\n     one bulk copy a KV row; r64 with 32-token tiles: two halves, one's softmax "
+        "beside\n     the other's products)\n");
   }
   fmt::print("  BLAS: {}\n", build.blas.empty() ? "unknown" : build.blas);
   fmt::print("  CPU: {} hardware threads\n\n", threads);

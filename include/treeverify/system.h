@@ -32,6 +32,16 @@ struct DeviceInfo {
                                  // none; below the device's when the driver JIT-compiles PTX)
 };
 
+// The portable CUDA kernel variant (the middle of Plan::kernel, e.g. "r64-s4") that a GPU of
+// SM version `arch` runs with this build's code for that architecture, by the most query rows
+// (heads x tree nodes) of any request in the call. Needs no GPU; one entry per compiled
+// architecture, none without the CUDA backend.
+struct ArchKernels {
+  int arch = 0;
+  std::string up_to_16_rows, up_to_32_rows, more_rows;
+};
+std::vector<ArchKernels> cuda_kernels_by_arch();
+
 // The CUDA devices present; empty (and ok) with no GPU or without the CUDA backend.
 // *driver_note says why no device is listed when that is not obvious (driver missing, ...).
 std::vector<DeviceInfo> list_devices(std::string* driver_note = nullptr);

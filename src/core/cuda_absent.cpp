@@ -11,6 +11,7 @@ constexpr const char* kNoCuda =
 bool cuda_compiled() { return false; }
 std::vector<int> cuda_compiled_archs() { return {}; }
 std::string cuda_compiler_version() { return {}; }
+std::vector<ArchKernels> cuda_kernels_by_arch() { return {}; }
 int cuda_current_device() { return -1; }
 
 int cuda_device_count(std::string* note) {

@@ -16,6 +16,8 @@ namespace treeverify::detail {
 bool cuda_compiled();
 std::vector<int> cuda_compiled_archs();
 std::string cuda_compiler_version();
+// The variant each compiled architecture's tile table picks per request size (no GPU needed).
+std::vector<ArchKernels> cuda_kernels_by_arch();
 // How many CUDA devices are visible (0 with *note saying why: no CUDA build, no driver, ...).
 int cuda_device_count(std::string* note);
 // Every visible device (queried once per process and cached: the set does not change).

@@ -1,4 +1,5 @@
-// build_info() and list_devices(): what this binary contains and what it finds.
+// build_info(), cuda_kernels_by_arch() and list_devices(): what this binary contains and what
+// it finds.
 #include "treeverify/system.h"
 
 #include <cblas.h>
@@ -19,6 +20,8 @@ BuildInfo build_info() {
   info.blas = openblas_get_config();  // "OpenBLAS 0.3.21 ..."
   return info;
 }
+
+std::vector<ArchKernels> cuda_kernels_by_arch() { return detail::cuda_kernels_by_arch(); }
 
 std::vector<DeviceInfo> list_devices(std::string* driver_note) {
   return detail::cuda_list_devices(driver_note);

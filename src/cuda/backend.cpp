@@ -49,24 +49,37 @@ struct VariantFacts {
   std::string name;
 };
 
+// "r<rows>-s<stages>[-t<tokens>][-bulk]", the variant's part of Plan::kernel.
+std::string variant_name(VariantId v) {
+  return cuda::mma::with_variant(v, [&]<typename V>(V) {
+    const std::string tokens = V::kTokens != 32 ? fmt::format("-t{}", V::kTokens) : "";
+    return fmt::format("r{}-s{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "");
+  });
+}
+
 // Rows, shared memory and measured occupancy of a variant on the current device.
 VariantFacts variant_facts(VariantId v, DType dtype) {
   return cuda::mma::with_variant(v, [&]<typename V>(V) {
     const int ctas = dtype == DType::kBF16 ? cuda::mma::verify_ctas_per_sm<__nv_bfloat16, V>()
                                            : cuda::mma::verify_ctas_per_sm<__half, V>();
-    const std::string tokens = V::kTokens != 32 ? fmt::format("-t{}", V::kTokens) : "";
-    return VariantFacts{
-        V::kRows,
-        V::kTokens,
-        V::kSmemBytes,
-        ctas,
-        V::kBulk,
-        V::kHalves,
-        fmt::format("r{}-s{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "")};
+    return VariantFacts{V::kRows, V::kTokens, V::kSmemBytes,  ctas,
+                        V::kBulk, V::kHalves, variant_name(v)};
   });
 }
 
 }  // namespace
+
+std::vector<ArchKernels> cuda_kernels_by_arch() {
+  std::vector<ArchKernels> out;
+  for (int arch : cuda_compiled_archs()) {
+    auto name = [&](int64_t rows) {
+      const VariantId v = cuda::mma::choose_tiles(arch, arch, 0, rows).variant;
+      return v == VariantId::kNone ? std::string("none") : variant_name(v);
+    };
+    out.push_back({arch, name(16), name(32), name(33)});
+  }
+  return out;
+}
 
 Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                  const PlanOptions& options, const DeviceInfo& device, Plan* plan) {
