@@ -113,12 +113,6 @@ int run_doctor(const DoctorFlags& flags) {
   if (build.cuda_compiled) {
     fmt::print("  CUDA: {}, architectures {}\n", build.cuda_compiler_version,
                archs_text(build.cuda_archs));
-  } else {
-    fmt::print(
-        "  CUDA: not compiled into this build (configured with TREEVERIFY_CUDA=OFF or "
-        "without nvcc)\n");
-  }
-  if (build.cuda_compiled) {
     // Known without a GPU: what a GPU of each compiled architecture would run.
     fmt::print(
         "  CUDA kernels, by the GPU's architecture and the most query rows (heads x tree nodes)\n"
@@ -132,6 +126,10 @@ int run_doctor(const DoctorFlags& flags) {
         "    (rR-sS: R query rows a CTA, an S-stage copy pipeline; -t16: 16-token KV tiles; "
         "-bulk:\n     one bulk copy a KV row; r64 with 32-token tiles: two halves, one's softmax "
         "beside\n     the other's products)\n");
+  } else {
+    fmt::print(
+        "  CUDA: not compiled into this build (configured with TREEVERIFY_CUDA=OFF or "
+        "without nvcc)\n");
   }
   fmt::print("  BLAS: {}\n", build.blas.empty() ? "unknown" : build.blas);
   fmt::print("  CPU: {} hardware threads\n\n", threads);

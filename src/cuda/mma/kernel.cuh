@@ -103,6 +103,10 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   const int own_node = row_valid ? (w.row0 + sm_row) / p.num_heads : 0;
   const uint32_t* mask_row = p.tree_mask + static_cast<int64_t>(w.q0 + own_node) * p.mask_words;
   RowState st;
+  auto softmax = [&](int tile) {
+    softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * V::kTokens, mask_row,
+                       own_node, row_valid, st);
+  };
 
   // Tile `tile` has landed: its cp.async group is complete (the caller's wait_group) and, for
   // bulk copies, its stage's mbarrier has finished the phase of this use of the stage.
@@ -123,10 +127,6 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     // copies still pending at X(i+1) number kStages - 3.
     const bool half_a = V::half_of(warp) == 0;
     constexpr int kHalfThreads = V::kWarpsPerHalf * 32;
-    auto softmax = [&](int tile) {
-      softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * V::kTokens, mask_row,
-                         own_node, row_valid, st);
-    };
     auto products = [&](int tile) {
       if (tile + 1 < n_tiles) qk_partial<T, V>(stage_of(tile + 1), qf, s_red, kgroup, sub);
       pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
@@ -169,8 +169,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     for (int tile = 0; tile < n_tiles; ++tile) {
       __syncthreads();  // s_red holds tile's scores; PV(tile-1) is done, its stage is free
       if constexpr (!V::kLateCopies) load(tile + V::kStages - 1);
-      softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * V::kTokens, mask_row,
-                         own_node, row_valid, st);
+      softmax(tile);
       cp_async_wait<kPending>();  // tile + 1 has landed
       wait_bulk(tile + 1);
       __syncthreads();  // P, alpha and tile + 1 visible; s_red consumed
@@ -186,8 +185,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
       load(tile + V::kStages - 1);
       qk_partial<T, V>(stage_of(tile), qf, s_red, kgroup, sub);
       __syncthreads();
-      softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * V::kTokens, mask_row,
-                         own_node, row_valid, st);
+      softmax(tile);
       __syncthreads();
       pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
     }
