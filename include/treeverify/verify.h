@@ -77,6 +77,12 @@ struct PlanOptions {
   // CUDA: force the tile configuration of another architecture (e.g. 120 on an H200) so the
   // code that ships for it can be executed and timed here. 0 means the device's own.
   int force_config_arch = 0;
+  // CUDA: split every request's KV sequence into chunks of this many tokens (a multiple of
+  // the kernel's KV tile; 0 means the schedule's choice), for tests and tuning.
+  int force_chunk_tokens = 0;
+  // CUDA: run the variant with this many query rows a CTA (16, 32 or 64; 0 means the one the
+  // tile table picks for the largest request), for tests and tuning.
+  int force_rows_per_cta = 0;
 };
 
 // The decision plan() took; pass it to run() for every layer of the step.
@@ -97,6 +103,7 @@ struct Plan {
   // into chunks of chunk_tokens; num_chunks is the largest chunk count of any request.
   int32_t chunk_tokens = 0, num_chunks = 0, config_arch = 0, device = -1;
   int32_t variant = 0;  // backend-specific kernel variant (CUDA: rows per CTA and stages)
+  uint64_t id = 0;      // CUDA: distinct for each plan() call; names the step data in a workspace
   bool programmatic_combine = false;  // CUDA: the split combine overlaps the main kernel's tail
 };
 
@@ -106,8 +113,13 @@ Status plan(const VerifyProblem& problem, const PlanOptions& options, Plan* plan
 
 // Runs the planned call. CUDA backends launch on `stream` (a cudaStream_t, null for the
 // legacy default stream), allocate nothing and can be captured in a CUDA graph; CPU backends
-// ignore the stream and the workspace. The workspace holds the call's ancestor mask and
-// split partials, so runs that share one workspace must be ordered (one stream, or events).
+// ignore the stream and the workspace. The workspace holds the step's ancestor mask and the
+// call's split partials, so runs that share one workspace must be ordered (one stream, or
+// events). The mask is built by the first run of a plan on a workspace (and again after any
+// other plan ran there); the later runs of that plan, one per layer, reuse it. So between
+// runs of one plan, keep its workspace allocated and let nothing else write it (a persistent
+// workspace, as engines keep, does this); a workspace whose memory was reused in between
+// needs a new plan().
 // Argument errors are found before anything is launched, and then nothing is written to out
 // or lse; a CUDA launch failure part-way is reported as kCudaError.
 Status run(const Plan& plan, const VerifyTensors& tensors, void* workspace, size_t workspace_bytes,

@@ -59,6 +59,10 @@ DeviceInfo query_device(int d) {
   int khz = 0;
   if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, d) == cudaSuccess)
     info.clock_mhz = khz / 1000;
+  int mem_khz = 0, bus_bits = 0;
+  if (cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, d) == cudaSuccess &&
+      cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, d) == cudaSuccess)
+    info.memory_bandwidth = 2.0 * mem_khz * 1e3 * bus_bits / 8;  // double data rate
   // Ask the runtime which compiled binary it would run: the honest answer to "is there code
   // for this GPU", including PTX that the driver compiles for newer architectures.
   int previous = 0;

@@ -96,28 +96,108 @@ TEST(SplitSchedule, NothingToDo) {
   EXPECT_EQ(t.max_row_blocks, 0);
 }
 
-// The modelled makespan never gets worse than not splitting at all.
-TEST(SplitSchedule, NeverWorseThanNoSplit) {
+SplitSchedule forced(const Batch& b, int heads, int chunk, int concurrent = 132) {
+  SplitScheduleInput in;
+  in.qo_indptr = b.qo_indptr;
+  in.kv_len = b.kv_len;
+  in.num_heads = heads;
+  in.rows_per_cta = 32;
+  in.tile_tokens = 32;
+  in.concurrent_ctas = concurrent;
+  in.forced_chunk_tokens = chunk;
+  return plan_split_schedule(in);
+}
+
+// The chosen schedule is never modelled slower than not splitting at all, nor than any other
+// chunk length among its candidates.
+TEST(SplitSchedule, NeverWorseThanTheAlternatives) {
   Batch b;
   b.add(16, 65536 + 16);
   b.add(1, 300);
   const SplitSchedule s = schedule(b, 16);
-  const double no_split = ceil_div(65536 + 16, 32) * 32 + 32.0;  // one wave of whole requests
-  EXPECT_LE(s.est_token_times, no_split);
+  for (int chunk : {32, 256, 1024, 2048, 65536 + 32})  // all among the candidates
+    EXPECT_LE(s.est_ns, forced(b, 16, chunk).est_ns) << chunk;
 }
 
-// The fixed costs are in token-times, so halving the tile does not make a CTA look cheaper:
-// on a device that runs one CTA at a time, a request is not split, and it costs its whole
-// tiles plus 32 token-times at either tile length.
-TEST(SplitSchedule, FixedCostsDoNotShrinkWithTheTile) {
+// A forced chunk is taken as given (capped at the longest sequence), and one that covers
+// every sequence writes no partials.
+TEST(SplitSchedule, ForcedChunk) {
+  Batch b;
+  b.add(4, 1000);
+  b.add(2, 100);
+  const SplitSchedule s = forced(b, 8, 256);
+  expect_consistent(b, 8, s);
+  EXPECT_EQ(s.chunk_tokens, 256);
+  EXPECT_EQ(s.num_chunks, 4);
+  EXPECT_EQ(s.partial_rows, 4 * 8 * 4);  // only the first request is split
+  const SplitSchedule whole = forced(b, 8, 1 << 20);
+  EXPECT_EQ(whole.num_chunks, 1);
+  EXPECT_EQ(whole.partial_rows, 0);
+}
+
+// Time counts tokens, not padded tiles: on a device that runs one CTA at a time, a request
+// is not split, and costs one CTA plus its 100 tokens at either tile length.
+TEST(SplitSchedule, PaddingIsNotCharged) {
   Batch b;
   b.add(4, 100);  // 32 rows (one CTA), 100 tokens: 7 tiles of 16 or 4 of 32
+  const SplitCosts k;
   const SplitSchedule s16 = schedule(b, 8, 1, 16);
   const SplitSchedule s32 = schedule(b, 8, 1, 32);
   EXPECT_EQ(s16.num_chunks, 1);
   EXPECT_EQ(s16.chunk_tokens % 16, 0);
-  EXPECT_DOUBLE_EQ(s16.est_token_times, 112 + 32);
-  EXPECT_DOUBLE_EQ(s32.est_token_times, 128 + 32);
+  EXPECT_DOUBLE_EQ(s16.est_ns, k.cta_ns + 100 * k.token_ns);
+  EXPECT_DOUBLE_EQ(s32.est_ns, k.cta_ns + 100 * k.token_ns);
+}
+
+// Memory-bound decode (one 16-row CTA of a long prefix) runs one wave of more CTAs than SMs:
+// one CTA an SM cannot draw the bandwidth, and more than a wave only adds partials.
+TEST(SplitSchedule, LongDecodeFillsTheDeviceOnce) {
+  Batch b;
+  b.add(1, 185001);
+  SplitScheduleInput in;
+  in.qo_indptr = b.qo_indptr;
+  in.kv_len = b.kv_len;
+  in.num_heads = 8;
+  in.rows_per_cta = 16;
+  in.tile_tokens = 32;
+  in.concurrent_ctas = 264;
+  const SplitSchedule s = plan_split_schedule(in);
+  EXPECT_GT(s.num_ctas, 132);
+  EXPECT_LE(s.num_ctas, 264);
+}
+
+// When partials are dear, a short sequence is split into fewer chunks than when they are
+// cheap: the schedule prices what it creates.
+TEST(SplitSchedule, DearPartialsMeanFewerChunks) {
+  Batch b;
+  b.add(16, 4096 + 16);  // 128 rows
+  SplitScheduleInput in;
+  in.qo_indptr = b.qo_indptr;
+  in.kv_len = b.kv_len;
+  in.num_heads = 8;
+  in.rows_per_cta = 32;
+  in.concurrent_ctas = 132;
+  in.costs.partial_row_ns = 0;
+  const SplitSchedule cheap = plan_split_schedule(in);
+  in.costs.partial_row_ns = 20;
+  const SplitSchedule dear = plan_split_schedule(in);
+  EXPECT_LT(dear.num_chunks, cheap.num_chunks);
+  in.costs.combine_ns = 1e9;  // a combine dearer than any kernel: never split
+  EXPECT_EQ(plan_split_schedule(in).num_chunks, 1);
+}
+
+// Short CTAs fill the idle slots of the last wave of full ones instead of adding a wave.
+TEST(SplitSchedule, ShortChunksFillTheLastWave) {
+  Batch b;
+  b.add(4, 16 * 512 + 32);  // 32 rows: 16 full chunks of 512 and one of 32 tokens
+  const SplitCosts k;
+  const SplitSchedule s = forced(b, 8, 512, 20);
+  EXPECT_EQ(s.num_ctas, 17);
+  const double full = k.cta_ns + 512 * std::max(k.token_ns, 17 * k.token_bytes / k.bytes_per_ns);
+  EXPECT_DOUBLE_EQ(s.est_ns, full + k.combine_ns + k.partial_row_ns * 32 * 17);
+  // On 16 slots the short chunk's CTA takes a wave of its own.
+  const SplitSchedule t = forced(b, 8, 512, 16);
+  EXPECT_GT(t.est_ns, full + k.cta_ns + k.combine_ns);
 }
 
 }  // namespace

@@ -9,48 +9,100 @@
 namespace treeverify::cuda {
 namespace {
 
-constexpr int kCombineThreads = kVDim / 4;  // 4 columns a thread: one float4 load per partial
+// A stream of lanes merges kLanes x 4 columns (a float4 a lane) of one row over every
+// streams-th chunk; a warp holds 32 / kLanes streams.
+constexpr int kMaxWarps = 32;
+// Chunks a stream requests at once: their loads are all in flight before the first is used.
+constexpr int kBatch = 8;
 
-// Block (r, b) merges row r of request b: the lse-weighted sum of its chunk partials, in one
-// pass with a running max, so every chunk's lse and values are requested together. The grid
-// names the request, so no block searches qo_indptr.
-template <typename T>
-__global__ void __launch_bounds__(kCombineThreads) combine_kernel(const CombineParams p) {
+// Running merge of partials normalised by their own sum: acc / sum is the merged output and
+// m + log2(sum) its lse (log2 units).
+struct Merge {
+  float m = -INFINITY, sum = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  // Adds a partial of lse s and values v, or (weight_sum != 1) another merge with m = s,
+  // acc = v and sum = weight_sum.
+  __device__ void add(float s, float4 v, float weight_sum = 1.f) {
+    if (s == -INFINITY) return;  // an empty partial (or stream): nothing to add
+    const float m_new = fmaxf(m, s);
+    const float scale = exp2f(m - m_new), w = exp2f(s - m_new);  // scale = 0 while m = -inf
+    acc.x = acc.x * scale + w * v.x, acc.y = acc.y * scale + w * v.y;
+    acc.z = acc.z * scale + w * v.z, acc.w = acc.w * scale + w * v.w;
+    sum = sum * scale + w * weight_sum;
+    m = m_new;
+  }
+};
+
+// Block (r, slice, b) merges columns [4 kLanes slice, +4 kLanes) of row r of request b. Its
+// streams split the request's chunks (stream i takes i, i + streams, ...) with kBatch loads in
+// flight a lane; the streams of a warp meet by shuffles, the warps in shared memory. Rows of
+// few partials (decode, batch 1) take narrow slices (kLanes 8: 16 blocks a row) so that the
+// combine still spreads over the device. The grid names the request: no search.
+template <typename T, int kLanes>
+__global__ void __launch_bounds__(kMaxWarps * 32) combine_kernel(const CombineParams p) {
+  static_assert(kLanes == 8 || kLanes == 16 || kLanes == 32);
 #if TV_HAS_PDL
   // Launched as a programmatic dependent of the main kernel: wait for all of it to finish.
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-  const int b = blockIdx.y;
+  constexpr int kStreamsPerWarp = 32 / kLanes;
+  const int b = blockIdx.z;
   const int q0 = __ldg(p.qo_indptr + b);
   const int rows_b = (__ldg(p.qo_indptr + b + 1) - q0) * p.num_heads;
   const int n = (__ldg(p.kv_len + b) + p.chunk_tokens - 1) / p.chunk_tokens;
   if (static_cast<int>(blockIdx.x) >= rows_b || n <= 1) return;
   const int64_t grow = static_cast<int64_t>(q0) * p.num_heads + blockIdx.x;
-  const int col = threadIdx.x * 4;
-  float m = -INFINITY, sum = 0.f;
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-  for (int c = 0; c < n; ++c) {
-    // Every chunk c < n ran and wrote finite values (0 where it saw nothing, lse -inf).
-    const float s = __ldg(p.part_lse + c * p.total_rows + grow);
-    const float4 v = __ldg(
-        reinterpret_cast<const float4*>(p.part_out + (c * p.total_rows + grow) * kVDim + col));
-    if (s == -INFINITY) continue;
-    const float m_new = fmaxf(m, s);
-    const float scale = exp2f(m - m_new), w = exp2f(s - m_new);  // scale = 0 while m = -inf
-    acc.x = acc.x * scale + w * v.x, acc.y = acc.y * scale + w * v.y;
-    acc.z = acc.z * scale + w * v.z, acc.w = acc.w * scale + w * v.w;
-    sum = sum * scale + w;
-    m = m_new;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int streams = warps * kStreamsPerWarp;
+  const int col = blockIdx.y * kLanes * 4 + (lane % kLanes) * 4;
+
+  Merge mg;
+  for (int c0 = warp * kStreamsPerWarp + lane / kLanes; c0 < n; c0 += kBatch * streams) {
+    float s[kBatch];
+    float4 v[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int c = c0 + i * streams;
+      // Every chunk c < n ran and wrote finite values (0 where it saw nothing, lse -inf).
+      s[i] = c < n ? __ldg(p.part_lse + c * p.total_rows + grow) : -INFINITY;
+      v[i] = c < n ? __ldg(reinterpret_cast<const float4*>(p.part_out +
+                                                            (c * p.total_rows + grow) * kVDim + col))
+                   : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) mg.add(s[i], v[i]);
   }
-  const float inv = sum > 0.f ? 1.f / sum : 0.f;
+#pragma unroll
+  for (int off = kLanes; off < 32; off *= 2) {  // the warp's streams meet
+    const float m = __shfl_xor_sync(0xffffffffu, mg.m, off);
+    const float sum = __shfl_xor_sync(0xffffffffu, mg.sum, off);
+    const float4 acc = make_float4(__shfl_xor_sync(0xffffffffu, mg.acc.x, off),
+                                   __shfl_xor_sync(0xffffffffu, mg.acc.y, off),
+                                   __shfl_xor_sync(0xffffffffu, mg.acc.z, off),
+                                   __shfl_xor_sync(0xffffffffu, mg.acc.w, off));
+    mg.add(m, acc, sum);
+  }
+  if (warps > 1) {  // the warps meet in shared memory; warp 0 finishes the slice
+    __shared__ float s_m[kMaxWarps], s_sum[kMaxWarps];
+    __shared__ float4 s_acc[kMaxWarps][kLanes];
+    if (lane == 0) s_m[warp] = mg.m, s_sum[warp] = mg.sum;
+    if (lane < kLanes) s_acc[warp][lane] = mg.acc;
+    __syncthreads();
+    if (warp != 0) return;
+    mg = Merge{};
+    if (lane < kLanes)
+      for (int w = 0; w < warps; ++w) mg.add(s_m[w], s_acc[w][lane], s_sum[w]);
+  }
+  if (lane >= kLanes) return;
+  const float inv = mg.sum > 0.f ? 1.f / mg.sum : 0.f;
   const int node = static_cast<int>(grow / p.num_heads),
             head = static_cast<int>(grow % p.num_heads);
   T* dst = static_cast<T*>(p.out) + node * p.out_stride_token + head * p.out_stride_head + col;
+  const float4 a = mg.acc;
   *reinterpret_cast<uint2*>(dst) =
-      make_uint2(pack2<T>(acc.x * inv, acc.y * inv), pack2<T>(acc.z * inv, acc.w * inv));
-  if (p.lse != nullptr && threadIdx.x == 0)
-    p.lse[grow] = sum > 0.f ? (m + __log2f(sum)) * kLn2 : -INFINITY;
+      make_uint2(pack2<T>(a.x * inv, a.y * inv), pack2<T>(a.z * inv, a.w * inv));
+  if (p.lse != nullptr && blockIdx.y == 0 && lane == 0)
+    p.lse[grow] = mg.sum > 0.f ? (mg.m + __log2f(mg.sum)) * kLn2 : -INFINITY;
 }
 
 // One block per row. lse in natural log; a side at -inf contributes nothing, both at -inf
@@ -84,22 +136,38 @@ __global__ void merge_state_kernel(const T* __restrict__ v_a, const float* __res
   if (s_out != nullptr && threadIdx.x == 0) s_out[row] = s;
 }
 
-}  // namespace
-
-cudaError_t launch_combine(const CombineParams& p, DType dtype, bool programmatic,
-                           cudaStream_t stream) {
-  if (p.total_rows == 0) return cudaSuccess;
+template <int kLanes>
+cudaError_t launch_combine_lanes(const CombineParams& p, DType dtype, bool programmatic,
+                                 cudaStream_t stream) {
+  // Enough streams that each reads about kBatch chunks.
+  int warps = 1;
+  while (warps < kMaxWarps && warps * (32 / kLanes) * kBatch < p.num_chunks) warps *= 2;
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(p.max_rows), static_cast<unsigned>(p.batch));
-  config.blockDim = dim3(kCombineThreads);
+  config.gridDim = dim3(static_cast<unsigned>(p.max_rows), kVDim / (4 * kLanes),
+                        static_cast<unsigned>(p.batch));
+  config.blockDim = dim3(32 * warps);
   config.stream = stream;
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
   config.attrs = &attr;
   config.numAttrs = programmatic ? 1 : 0;
-  return dtype == DType::kBF16 ? cudaLaunchKernelEx(&config, combine_kernel<__nv_bfloat16>, p)
-                               : cudaLaunchKernelEx(&config, combine_kernel<__half>, p);
+  return dtype == DType::kBF16
+             ? cudaLaunchKernelEx(&config, combine_kernel<__nv_bfloat16, kLanes>, p)
+             : cudaLaunchKernelEx(&config, combine_kernel<__half, kLanes>, p);
+}
+
+}  // namespace
+
+cudaError_t launch_combine(const CombineParams& p, DType dtype, bool programmatic,
+                           cudaStream_t stream) {
+  if (p.total_rows == 0) return cudaSuccess;
+  // Narrower slices for fewer rows, so the grid has a few hundred blocks: 4 a row from 128
+  // rows up, 8 from 64, else 16 (batch-1 decode of 8 heads: 128 blocks).
+  const int64_t rows = static_cast<int64_t>(p.max_rows) * p.batch;
+  if (rows >= 128) return launch_combine_lanes<32>(p, dtype, programmatic, stream);
+  if (rows >= 64) return launch_combine_lanes<16>(p, dtype, programmatic, stream);
+  return launch_combine_lanes<8>(p, dtype, programmatic, stream);
 }
 
 void launch_merge_state(DType dtype, int64_t num_rows, int32_t head_dim, const void* v_a,

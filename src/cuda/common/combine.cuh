@@ -19,6 +19,7 @@ struct CombineParams {
   int32_t max_rows;  // T * H of the largest request
   int32_t num_heads;
   int32_t chunk_tokens;
+  int32_t num_chunks;        // the most chunks of any request
   int64_t total_rows;        // total_q * H
   void* out;                 // [total_q, H, 512] dtype
   int64_t out_stride_token;  // elements

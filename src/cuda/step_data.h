@@ -1,0 +1,32 @@
+// Which plan's step data each workspace holds. The ancestor mask depends only on a step's tree,
+// so run() builds it in the workspace the first time a plan runs there and every later layer
+// reuses it; the device-pointer checks of the index arrays, which are the same for every
+// layer of a step, are paid once with it.
+#pragma once
+
+#include <cstdint>
+
+namespace treeverify::detail {
+
+// The index arrays a run reads; equal tuples mean the same step metadata on the device.
+struct StepArrays {
+  const void* qo_indptr;
+  const void* kv_len;
+  const void* kv_page_indptr;
+  const void* kv_page_indices;
+  const void* parents;
+  bool operator==(const StepArrays&) const = default;
+};
+
+// A new plan id, distinct within the process (Plan::id).
+uint64_t new_plan_id();
+
+// Whether `workspace` holds the step data of plan `plan_id` built from `arrays`, i.e. the last
+// record_step_data for this workspace had the same plan and arrays.
+bool holds_step_data(const void* workspace, uint64_t plan_id, const StepArrays& arrays);
+
+// Records that `workspace` now holds plan `plan_id`'s step data (after its launch succeeded).
+// The registry keeps a bounded number of workspaces: one it forgot is only rebuilt.
+void record_step_data(const void* workspace, uint64_t plan_id, const StepArrays& arrays);
+
+}  // namespace treeverify::detail
