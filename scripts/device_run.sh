@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Runs on the device machine (H200) over a .devpkg/ made by scripts/device_package.sh.
-# Steps (default: all but profile): tests | sanitize | python | bench | torch | profile
+# Steps (default: all but profile, small and sweep): tests | sanitize | python | bench | torch |
+#   profile | small | sweep
 #   tests     the GPU GoogleTest suite (cuda-mma and the GPU commit against the CPU oracle)
 #   sanitize  compute-sanitizer memcheck and racecheck over a subset of the GPU suite
 #   python    scripts/python_test.sh (builds the package for this GPU, runs pytest with torch)
 #   bench     `treeverify bench` of the suite twice (the spread is the noise), the sm_120 tile
 #             configuration forced on V1/V3/D1, and V1 at page size 64 (page-size parity)
 #   torch     bench/torch_reference.py, the PyTorch naive reference, same cases
+#   small     the small-work cases (S1-S4) with V1 and D2, twice, and each kernel's duration
+#             (ncu, scripts/kernel_times.sh) in those cases; with .devpkg/bin/treeverify-base
+#             present (a baseline build), the same for it, as custom cases
+#   sweep     S1-S4 at forced chunk lengths (--chunk-tokens): time and kernel durations, the
+#             data behind the split schedule's cost model
 #   sass      ncu: warp-stall samples per SASS instruction of the main kernel on V4 (L cut
 #             to 65536), as csv (sass.csv) and the 40 instructions with the most samples
 #   profile   ncu: stall reasons of the main kernel on V4 (L cut to 65536) and on V1 at page
@@ -35,7 +41,7 @@ if want sanitize; then
   : >"$out/sanitize.log"
   for tool in memcheck racecheck; do
     timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $bin/treeverify_gpu_tests \
-      --gtest_brief=1 --gtest_filter='GpuVerify.Heads:KvCommitGpu*' >"$out/sanitize_$tool.tmp" 2>&1
+      --gtest_brief=1 --gtest_filter='GpuVerify.Heads:GpuVerify.StepDataFollowsThePlan:GpuVerify.ChunkLengths:KvCommitGpu*' >"$out/sanitize_$tool.tmp" 2>&1
     echo "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$out/sanitize_$tool.tmp" | tr '\n' ' ')"
     cat "$out/sanitize_$tool.tmp" >>"$out/sanitize.log" && rm "$out/sanitize_$tool.tmp"
   done
@@ -69,6 +75,37 @@ if want profile; then
   timeout 100 $bin/treeverify bench --backend cuda-mma --config-arch 80 V1 V4 >"$out/bench_cfg80.txt" 2>&1
   grep -E "^gpu|^(V|D)" "$out/bench_cfg80.txt"
   grep -E "^==|tensor_op_hmma_cycles|issue_active|duration|dram__throughput|hit_rate|wavefronts|stalled_(barrier|long|short|mio|math|wait)" "$out/profile.txt"
+fi
+if want small; then
+  {
+    for run in 1 2; do
+      timeout 120 $bin/treeverify bench --backend cuda-mma S1 S2 S3 S4 V1 D2 2>/dev/null
+    done
+    echo "== kernel durations (us)"
+    timeout 200 scripts/kernel_times.sh S1 S2 S3 S4 V1 D2
+    if [ -x $bin/treeverify-base ]; then
+      echo "== baseline binary: S1 S2 S3 S4 V1 D2 as custom cases, then kernel durations (us)"
+      base=(
+        "--heads 8 --tree 16 --prefix 4096 --page 64" "--heads 16 --tree 32 --prefix 8192 --page 64"
+        "--heads 8 --tree 1 --prefix 65536 --page 64" "--heads 8 --tree 1 --prefix 185000 --page 1"
+        "--heads 8 --tree 16 --prefix 185000 --page 1" "--heads 128 --tree 1 --prefix 185000 --page 64")
+      for c in "${base[@]}"; do
+        timeout 60 $bin/treeverify-base bench --backend cuda-mma $c 2>/dev/null | grep -E "^custom"
+        TV_BIN=$bin/treeverify-base timeout 60 scripts/kernel_times.sh $c
+      done
+    fi
+  } >"$out/small.txt" 2>&1
+  grep -E "^(S|V|D)[0-9]|^custom|^==|^gpu" "$out/small.txt"
+fi
+if want sweep; then
+  {
+    timeout 150 $bin/treeverify bench --backend cuda-mma --chunk-tokens 64,128,256,512,1024,4128 S1 S2 2>/dev/null
+    timeout 150 $bin/treeverify bench --backend cuda-mma --chunk-tokens 128,256,512,1024,2048,8192 S3 S4 2>/dev/null
+    echo "== kernel durations (us)"
+    timeout 200 scripts/kernel_times.sh --chunk-tokens 64,128,256,512,1024,4128 S1 S2
+    timeout 200 scripts/kernel_times.sh --chunk-tokens 128,256,512,1024,2048,8192 S3 S4
+  } >"$out/sweep.txt" 2>&1
+  grep -E "^(S|V|D)[0-9]|^==|^gpu" "$out/sweep.txt"
 fi
 if want sass; then
   ncu --clock-control none --kernel-name regex:verify_mma --launch-skip 2 --launch-count 1 \

@@ -161,6 +161,7 @@ int run_bench(const BenchFlags& flags) {
   Status s = resolve_cases(flags.cases, &cases);
   if (s.ok()) s = plan_options(flags.cases.backend, &options);
   options.force_config_arch = flags.cases.config_arch;
+  options.force_rows_per_cta = flags.cases.rows_per_cta;
   if (s.ok()) s = parse_scale(flags.cases.scale_l, &scale);
   if (s.ok() && ((flags.iters && *flags.iters < 1) || (flags.warmup && *flags.warmup < 0))) {
     s = Status(StatusCode::kInvalidArgument, "--iters must be >= 1 and --warmup >= 0");
@@ -173,6 +174,19 @@ int run_bench(const BenchFlags& flags) {
     print_list(cases);
     return kExitOk;
   }
+  // --chunk-tokens a,b,...: every case once per chunk length, named CASE/cN.
+  std::vector<int> chunks = flags.cases.chunk_tokens;
+  if (chunks.empty()) chunks.push_back(0);
+  std::vector<SuiteCase> runs;
+  std::vector<int> run_chunks;
+  for (const SuiteCase& c : cases) {
+    for (int chunk : chunks) {
+      runs.push_back(c);
+      if (chunk > 0) runs.back().name += fmt::format("/c{}", chunk);
+      run_chunks.push_back(chunk);
+    }
+  }
+  cases = std::move(runs);
 
   // Which backend each case gets, from its lengths alone: it decides the ceilings to measure
   // and the default L scale.
@@ -231,7 +245,9 @@ int run_bench(const BenchFlags& flags) {
                cases[i].tree_sizes.size());
     nlohmann::json row;
     const Ceilings& ceil = backends[i] == Backend::kCudaMma ? gpu_ceil : cpu_ceil;
-    const int rc = bench_case(cases[i], options, scale, flags, ceil, backends[i], &row);
+    PlanOptions case_options = options;
+    case_options.force_chunk_tokens = run_chunks[i];
+    const int rc = bench_case(cases[i], case_options, scale, flags, ceil, backends[i], &row);
     code = std::max(code, rc);
     if (!flags.json) {
       print_row(row);

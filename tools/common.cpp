@@ -16,6 +16,13 @@ namespace treeverify::cli {
 void add_case_flags(CLI::App* app, CaseFlags* f) {
   app->add_option("--config-arch", f->config_arch,
                   "CUDA: force the tile configuration of this SM version (e.g. 120 on an H200)");
+  app->add_option("--rows-per-cta", f->rows_per_cta,
+                  "CUDA: run the 16, 32 or 64-row variant instead of the table's choice (tuning)");
+  app->add_option("--chunk-tokens", f->chunk_tokens,
+                  "CUDA: split the KV sequence into chunks of this many tokens instead of the "
+                  "schedule's choice (tuning; bench takes several and runs each case with each)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
   app->add_option("--suite", f->suite_file, "suite JSON file instead of the built-in one")
       ->check(CLI::ExistingFile);
   app->add_option("--backend", f->backend, "auto, cpu-reference, cpu-fast or cuda-mma")
