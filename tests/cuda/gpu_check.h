@@ -2,6 +2,7 @@
 // float64 oracle.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <random>
@@ -49,10 +50,9 @@ inline GpuResult run_on_gpu(const HostCase& host, const PlanOptions& options) {
   return r;
 }
 
-// Runs on the GPU and checks against the oracle that rounds P like the kernel does.
-inline void expect_matches_oracle(const CaseSpec& spec, const PlanOptions& options = {}) {
-  const HostCase host = make_case(spec);
-  const GpuResult gpu = run_on_gpu(host, options);
+// Checks a GPU result of `host` against the oracle that rounds P like the kernel does.
+inline void expect_close_to_oracle(const HostCase& host, const std::string& what,
+                                   const GpuResult& gpu) {
   if (gpu.out.size() != host.out_elems()) return;  // the run already failed the test
   detail::ReferenceResult ref;
   Plan ref_plan;
@@ -63,10 +63,17 @@ inline void expect_matches_oracle(const CaseSpec& spec, const PlanOptions& optio
                                                /*round_p=*/true, &ref);
   ASSERT_TRUE(s.ok()) << s.to_string();
   const Comparison c =
-      compare_with_reference(spec.dtype, gpu.out, gpu.lse.data(), ref.out, ref.lse);
+      compare_with_reference(host.spec.dtype, gpu.out, gpu.lse.data(), ref.out, ref.lse);
   EXPECT_TRUE(c.ok(kOutRelTol, kLseAbsTol))
-      << spec.name << " seed " << spec.seed << " kernel " << gpu.plan.kernel << " ("
-      << gpu.plan.reason << "): " << c.to_string();
+      << what << " kernel " << gpu.plan.kernel << " (" << gpu.plan.reason
+      << "): " << c.to_string();
+}
+
+// Runs on the GPU and checks against the oracle that rounds P like the kernel does.
+inline void expect_matches_oracle(const CaseSpec& spec, const PlanOptions& options = {}) {
+  const HostCase host = make_case(spec);
+  expect_close_to_oracle(host, fmt::format("{} seed {}", spec.name, spec.seed),
+                         run_on_gpu(host, options));
 }
 
 }  // namespace treeverify::testing

@@ -1,7 +1,10 @@
 // cuda-mma against the float64 oracle on fresh random inputs with poisoned outputs:
 // tree shapes and sizes, page sizes, prefix lengths, heads, ragged batches, dtypes, strides,
 // and three tile tables (the device's own, and sm_80's and sm_120's, forced).
+#include <cuda_runtime.h>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "gpu_check.h"
 
@@ -26,10 +29,11 @@ CaseSpec spec(std::string name, int heads, std::vector<int32_t> trees,
                   .seed = fresh_seed()};
 }
 
-void run_all_configs(const CaseSpec& s) {
+void run_all_configs(const CaseSpec& s, int chunk_tokens = 0) {
   for (int arch : kConfigs) {
     PlanOptions o;
     o.force_config_arch = arch;
+    o.force_chunk_tokens = chunk_tokens;
     SCOPED_TRACE(fmt::format("{} config {}", s.name, arch));
     CaseSpec fresh = s;
     fresh.seed = fresh_seed();
@@ -69,6 +73,44 @@ TEST(GpuVerify, Heads) {
     run_all_configs(spec(fmt::format("H {}", h), h, {4}, {2000}, 32));
 }
 
+// The split schedule's boundaries, forced: thousands of chunks (each combine warp merges
+// several batches of them), a few, exactly one tile a chunk, and one pass with no partials;
+// for the 16, 32 and 64-row variants and a ragged batch where some requests split and some
+// do not.
+TEST(GpuVerify, ChunkLengths) {
+  TV_SKIP_WITHOUT_GPU();
+  for (int chunk : {32, 96, 2048, 1 << 20}) {
+    for (int heads : {3, 5, 8})
+      run_all_configs(spec(fmt::format("chunk {} H {}", chunk, heads), heads, {heads == 8 ? 16 : 5},
+                           {heads == 8 ? 6000 : 20000}, heads == 5 ? 1 : 64),
+                      chunk);
+    run_all_configs(spec(fmt::format("chunk {} ragged", chunk), 8, {1, 7, 16, 2},
+                         {40, 3000, 9000, 0}, 16),
+                    chunk);
+  }
+}
+
+// Every variant a table ships, in both dtypes, on a request of more rows than the smallest
+// CTA holds; and a short prefix where the schedule itself may take fewer rows a CTA than the
+// table's choice.
+TEST(GpuVerify, EveryVariant) {
+  TV_SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::kBF16, DType::kFP16}) {
+    for (int rows : {16, 32, 64}) {
+      for (int arch : kConfigs) {
+        PlanOptions o;
+        o.force_config_arch = arch;
+        o.force_rows_per_cta = rows;
+        const CaseSpec s = spec(fmt::format("{} rows {} config {}", dtype_name(dtype), rows, arch),
+                                8, {9}, {3000}, 16, TreeShape::kRandom, dtype);
+        SCOPED_TRACE(s.name);
+        expect_matches_oracle(s, o);
+      }
+    }
+  }
+  run_all_configs(spec("short prefix, 128 rows", 8, {16}, {4096}, 64));
+}
+
 TEST(GpuVerify, RaggedBatch) {
   TV_SKIP_WITHOUT_GPU();
   run_all_configs(spec("ragged", 8, {1, 0, 17, 64, 3, 9}, {0, 50, 12345, 700, 100000, 1}, 16));
@@ -80,6 +122,40 @@ TEST(GpuVerify, Fp16) {
   TV_SKIP_WITHOUT_GPU();
   run_all_configs(spec("fp16 tree", 8, {33}, {5000}, 64, TreeShape::kRandom, DType::kFP16));
   run_all_configs(spec("fp16 ragged", 4, {3, 70}, {10, 20000}, 1, TreeShape::kBushy, DType::kFP16));
+}
+
+// The ancestor mask is step data: built by a plan's first run on a workspace and reused by
+// its later runs, rebuilt after another plan (another tree) ran on that workspace.
+TEST(GpuVerify, StepDataFollowsThePlan) {
+  TV_SKIP_WITHOUT_GPU();
+  const HostCase a = make_case(spec("step A", 4, {40}, {900}, 16, TreeShape::kRandom));
+  const HostCase b = make_case(spec("step B", 4, {40}, {900}, 16, TreeShape::kBushy));
+  PlanOptions o;
+  o.backend = Backend::kCudaMma;
+  o.force_chunk_tokens = 256;  // split, so partials share the workspace with the mask
+  Plan pa, pb;
+  ASSERT_TRUE(plan(a.problem(), o, &pa).ok());
+  ASSERT_TRUE(plan(b.problem(), o, &pb).ok());
+  ASSERT_NE(pa.id, pb.id);
+  DeviceCase da(a), db(b);
+  const size_t bytes = std::max(pa.workspace_bytes, pb.workspace_bytes);
+  void* ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
+  auto run_case = [&](const Plan& p, DeviceCase& d) {
+    GpuResult r{.plan = p};
+    d.poison_outputs();
+    const Status s = run(p, d.tensors(), ws, bytes, nullptr);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    d.download(&r.out, &r.lse);
+    return r;
+  };
+  const GpuResult first = run_case(pa, da);
+  expect_close_to_oracle(a, "A, first run", first);
+  const GpuResult again = run_case(pa, da);  // the mask is not rebuilt: the same result
+  EXPECT_EQ(first.out, again.out);
+  expect_close_to_oracle(b, "B on A's workspace", run_case(pb, db));
+  expect_close_to_oracle(a, "A after B", run_case(pa, da));
+  cudaFree(ws);
 }
 
 // The same inputs twice must give bit-identical outputs under every table: a moving result
