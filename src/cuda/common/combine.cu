@@ -11,7 +11,7 @@ namespace {
 
 // A stream of lanes merges kLanes x 4 columns (a float4 a lane) of one row over every
 // streams-th chunk; a warp holds 32 / kLanes streams.
-constexpr int kMaxWarps = 32;
+constexpr int kMaxWarps = 16;  // 512 threads leave 128 registers a thread: no spills anywhere
 // Chunks a stream requests at once: their loads are all in flight before the first is used.
 constexpr int kBatch = 8;
 
