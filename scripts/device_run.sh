@@ -40,7 +40,7 @@ if want sanitize; then
   # One log for both tools: the device tool returns at most 8 files.
   : >"$out/sanitize.log"
   for tool in memcheck racecheck; do
-    timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $bin/treeverify_gpu_tests \
+    timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 $bin/treeverify_gpu_tests \
       --gtest_brief=1 --gtest_filter='GpuVerify.Heads:GpuVerify.StepDataFollowsThePlan:GpuVerify.ChunkLengths:KvCommitGpu*' >"$out/sanitize_$tool.tmp" 2>&1
     echo "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$out/sanitize_$tool.tmp" | tr '\n' ' ')"
     cat "$out/sanitize_$tool.tmp" >>"$out/sanitize.log" && rm "$out/sanitize_$tool.tmp"
