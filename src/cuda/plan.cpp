@@ -1,0 +1,213 @@
+// The CUDA backend's plan(): the kernel variant and the split-KV schedule for a validated
+// problem on a device, the reason line that says why, and the workspace size.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "core/cuda_backend.h"
+#include "core/split_schedule.h"
+#include "cuda/mma/config.h"
+#include "cuda/mma/launcher.h"
+#include "cuda/step_data.h"
+#include "cuda/workspace.h"
+
+namespace treeverify::detail {
+namespace {
+
+using cuda::mma::VariantId;
+
+struct VariantFacts {
+  int rows, tokens, smem, ctas_per_sm;
+  bool bulk;    // needs bulk copies (sm_90+)
+  bool halves;  // two 32-row halves that alternate softmax and products
+  std::string name;
+};
+
+// "r<rows>-s<stages>[-t<tokens>][-bulk]", the variant's part of Plan::kernel.
+std::string variant_name(VariantId v) {
+  return cuda::mma::with_variant(v, [&]<typename V>(V) {
+    const std::string tokens = V::kTokens != 32 ? fmt::format("-t{}", V::kTokens) : "";
+    return fmt::format("r{}-s{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "");
+  });
+}
+
+// Rows, shared memory and measured occupancy of a variant on the current device.
+VariantFacts variant_facts(VariantId v, DType dtype) {
+  return cuda::mma::with_variant(v, [&]<typename V>(V) {
+    const int ctas = dtype == DType::kBF16 ? cuda::mma::verify_ctas_per_sm<__nv_bfloat16, V>()
+                                           : cuda::mma::verify_ctas_per_sm<__half, V>();
+    return VariantFacts{V::kRows, V::kTokens, V::kSmemBytes,  ctas,
+                        V::kBulk, V::kHalves, variant_name(v)};
+  });
+}
+
+// variant_facts on `device`, made current for the occupancy query, the caller's restored.
+VariantFacts variant_facts_on(const DeviceInfo& device, VariantId v, DType dtype) {
+  int previous = 0;
+  (void)cudaGetDevice(&previous);
+  (void)cudaSetDevice(device.ordinal);
+  VariantFacts facts = variant_facts(v, dtype);
+  (void)cudaSetDevice(previous);
+  return facts;
+}
+
+// The split schedule's cost model for a variant on a device (split_schedule.h). Measured on
+// the H200 with the sm_90 variants (2026-11-30, bench/results/h200.md, "Small work"):
+// per KV token a 64-row CTA takes 62 ns (2.0 us a 32-token tile, compute-bound), a 32-row one
+// 39 ns, a 16-row one 60 ns (its 2-stage pipe waits on memory); a CTA's fixed cost is 12 us
+// at 64 rows and 9.5 us below; the combine about 3 us beyond its reads. Other devices and
+// tables use the same figures: they steer the choice, never the result.
+SplitCosts split_costs(const VariantFacts& facts, const DeviceInfo& device) {
+  SplitCosts c;
+  c.token_ns = facts.rows == 64 ? 62 : facts.rows == 32 ? 39 : 60;
+  c.cta_ns = facts.rows == 64 ? 12000 : 9500;
+  c.combine_ns = 3000;
+  c.token_bytes = cuda::mma::kQKDim * 2;
+  // The memory's peak as the device reports it; the H200's measured copy rate is 4.2 TB/s.
+  if (device.memory_bandwidth > 0) c.bytes_per_ns = device.memory_bandwidth * 1e-9;
+  c.partial_row_ns = (cuda::mma::kVDim + 1) * 4 * 2 / c.bytes_per_ns;  // written, read back
+  return c;
+}
+
+}  // namespace
+
+std::vector<ArchKernels> cuda_kernels_by_arch() {
+  std::vector<ArchKernels> out;
+  for (int arch : cuda_compiled_archs()) {
+    auto name = [&](int64_t rows) {
+      const VariantId v = cuda::mma::choose_tiles(arch, arch, 0, rows).variant;
+      return v == VariantId::kNone ? std::string("none") : variant_name(v);
+    };
+    out.push_back({arch, name(16), name(32), name(33)});
+  }
+  return out;
+}
+
+Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
+                 const PlanOptions& options, const DeviceInfo& device, Plan* plan) {
+  const int sm = device.cc_major * 10 + device.cc_minor;
+  const std::string where = fmt::format("device {} '{}' (sm_{})", device.ordinal, device.name, sm);
+  std::string compiled;
+  for (int a : cuda_compiled_archs())
+    compiled += fmt::format("{}sm_{}", compiled.empty() ? "" : ",", a);
+  TV_REQUIRE_CODE(StatusCode::kUnsupported, sm >= 80, "device",
+                  "{}: the portable kernel needs mma.sync bf16 and cp.async (sm_80 or newer)",
+                  where);
+  TV_REQUIRE_CODE(StatusCode::kUnsupported, device.has_kernel_code, "device",
+                  "{} has no code in this build (compiled for {}); rebuild with "
+                  "TREEVERIFY_CUDA_ARCHS including {}",
+                  where, compiled, sm);
+  // 16-row CTAs when no request has more rows (decode with H <= 16): half the tensor work per
+  // KV tile, and two CTAs per SM; 32-row CTAs up to 32 rows, 64-row CTAs above.
+  // device.kernel_arch is the architecture the loaded device code was compiled for.
+  const int64_t max_rows = static_cast<int64_t>(summary.max_tree) * problem.num_heads;
+  const int forced_rows = options.force_rows_per_cta;
+  TV_REQUIRE(forced_rows == 0 || forced_rows == 16 || forced_rows == 32 || forced_rows == 64,
+             "options.force_rows_per_cta", "{}; expected 0, 16, 32 or 64", forced_rows);
+  // A forced row count picks the table entry of requests that size.
+  const auto [config_arch, variant] = cuda::mma::choose_tiles(
+      sm, device.kernel_arch, options.force_config_arch, forced_rows > 0 ? forced_rows : max_rows);
+  TV_REQUIRE_CODE(StatusCode::kUnsupported, variant != VariantId::kNone,
+                  "options.force_config_arch", "no tile configuration for sm_{}", config_arch);
+  TV_REQUIRE_CODE(StatusCode::kUnsupported, problem.batch_size <= 65535, "batch_size",
+                  "{} requests; the grid holds at most 65535 per call", problem.batch_size);
+  const VariantFacts facts = variant_facts_on(device, variant, problem.dtype);
+  TV_REQUIRE_CODE(
+      StatusCode::kUnsupported,
+      facts.ctas_per_sm > 0 && static_cast<size_t>(facts.smem) <= device.smem_per_block_optin,
+      options.force_config_arch > 0 ? "options.force_config_arch" : "device",
+      "the sm_{} configuration ({}) needs {} bytes of shared memory per block; {} "
+      "allows {}",
+      config_arch, facts.name, facts.smem, where, device.smem_per_block_optin);
+
+  TV_REQUIRE_CODE(StatusCode::kUnsupported,
+                  cuda::mma::variant_compiled_for(variant, device.kernel_arch),
+                  options.force_config_arch > 0 ? "options.force_config_arch" : "device",
+                  "the sm_{} configuration ({}) is not in the code {} runs, which was compiled "
+                  "for sm_{} (it needs more shared memory a block{})",
+                  config_arch, facts.name, where, device.kernel_arch,
+                  facts.bulk ? " or cp.async.bulk, sm_90+" : "");
+
+  TV_REQUIRE(options.force_chunk_tokens >= 0 && options.force_chunk_tokens % facts.tokens == 0,
+             "options.force_chunk_tokens", "{} is not a multiple of the {}-token KV tiles of {}",
+             options.force_chunk_tokens, facts.tokens, facts.name);
+
+  // The table's variant, or one with fewer rows a CTA when the cost model says its schedule
+  // is faster: more CTAs, each cheaper, which wins when the prefix is too short to keep the
+  // device busy with the larger ones (H200: S1, 128 rows of a 4112-token sequence, 0.0251 ms
+  // with 64-row CTAs, 0.0207 with 32-row ones).
+  auto schedule_for = [&](const VariantFacts& f) {
+    SplitScheduleInput in;
+    in.qo_indptr = {problem.qo_indptr, static_cast<size_t>(problem.batch_size) + 1};
+    in.kv_len = {problem.kv_len, static_cast<size_t>(problem.batch_size)};
+    in.num_heads = problem.num_heads;
+    in.rows_per_cta = f.rows;
+    in.tile_tokens = f.tokens;
+    in.concurrent_ctas = device.sm_count * f.ctas_per_sm;
+    in.costs = split_costs(f, device);
+    in.forced_chunk_tokens = options.force_chunk_tokens;
+    return problem.batch_size > 0 ? plan_split_schedule(in)
+                                  : SplitSchedule{.chunk_tokens = f.tokens};
+  };
+  VariantId chosen = variant;
+  VariantFacts chosen_facts = facts;
+  SplitSchedule sched = schedule_for(facts);
+  if (forced_rows == 0 && options.force_chunk_tokens == 0) {
+    for (int64_t rows : {16, 32}) {
+      const VariantId v =
+          cuda::mma::choose_tiles(sm, device.kernel_arch, options.force_config_arch, rows).variant;
+      if (v == VariantId::kNone || v == chosen || rows >= facts.rows ||
+          !cuda::mma::variant_compiled_for(v, device.kernel_arch))
+        continue;
+      const VariantFacts f = variant_facts_on(device, v, problem.dtype);
+      if (f.ctas_per_sm == 0 || static_cast<size_t>(f.smem) > device.smem_per_block_optin)
+        continue;
+      const SplitSchedule s = schedule_for(f);
+      if (s.est_ns < sched.est_ns) chosen = v, chosen_facts = f, sched = s;
+    }
+  }
+  TV_REQUIRE_CODE(StatusCode::kInternal, sched.num_chunks <= 65535 && sched.max_row_blocks <= 65535,
+                  "schedule", "{} chunks x {} row blocks exceed the grid", sched.num_chunks,
+                  sched.max_row_blocks);
+
+  plan->id = new_plan_id();
+  plan->device = device.ordinal;
+  plan->config_arch = config_arch;
+  plan->variant = static_cast<int32_t>(chosen);
+  plan->chunk_tokens = sched.chunk_tokens;
+  plan->num_chunks = sched.num_chunks;
+  // A programmatic launch hides the combine's launch behind the main kernel's tail. With the
+  // combine of one CTA a row, 64-row grids measured slower with it (V1 0.244 -> 0.262 ms);
+  // with the combine split over columns and warps (H200, 2026-11-30, two machine starts):
+  // V1 0.1981 -> 0.1952 ms, D2 0.1983 -> 0.1958, S1 0.0312 -> 0.0289, so every variant uses
+  // it. griddepcontrol exists in code compiled for sm_90+ (kernel_arch), not merely on the
+  // device.
+  plan->programmatic_combine = device.kernel_arch >= 90;
+  const VariantFacts& f = chosen_facts;
+  plan->kernel =
+      fmt::format("cuda-mma/{}/{}/sm{}-config", dtype_name(problem.dtype), f.name, config_arch);
+  // Why these tiles: the table in cuda/mma/config.h, unless the schedule took fewer rows.
+  const std::string tiles =
+      f.rows < facts.rows ? fmt::format("the table's {}-row CTAs would leave the device idle at "
+                                        "this length",
+                                        facts.rows)
+      : f.rows == 16      ? "no request has more than 16 rows"
+      : f.rows == 32      ? "no request has more than 32 rows"
+                          : "requests have more than 32 rows";
+  const std::string split =
+      sched.partial_rows > 0 ? fmt::format(", {} partial rows to combine", sched.partial_rows)
+                             : ", no request split";
+  plan->reason = fmt::format(
+      "{} runs sm_{} code; {} rows a CTA ({}){}, {}-token KV tiles{}; {} row block(s) x {} "
+      "chunk(s) of {} tokens = {} CTAs, {} per SM{}; modelled {:.1f} us",
+      where, device.kernel_arch, f.rows, tiles,
+      f.halves ? " in two halves, one's softmax beside the other's products" : "", f.tokens,
+      f.bulk ? " by bulk copies" : "", sched.max_row_blocks, sched.num_chunks, sched.chunk_tokens,
+      sched.num_ctas, f.ctas_per_sm, split, sched.est_ns * 1e-3);
+  plan->workspace_bytes = workspace_layout(*plan).total();
+  return Status::Ok();
+}
+
+}  // namespace treeverify::detail
