@@ -128,6 +128,11 @@ int32_t compare(const std::vector<int32_t>& a, const std::vector<float>& rows_a,
   return mismatch;
 }
 
+// Bounds of a demo run (it is a tiny model decoding on the CPU or one GPU).
+constexpr int32_t kMaxLayers = 64;
+constexpr int32_t kMaxVocab = 1 << 20;
+constexpr int64_t kMaxSequence = 1 << 20;
+
 }  // namespace
 
 Status run_demo(const DemoOptions& o, DemoReport* report) {
@@ -136,7 +141,22 @@ Status run_demo(const DemoOptions& o, DemoReport* report) {
   TV_REQUIRE(o.prompt_len >= 1 && o.prompt_len <= kMaxTreeSize, "prompt_len", "{}", o.prompt_len);
   TV_REQUIRE(o.draft_top_k >= 1 && o.draft_top_k <= mc.vocab, "draft_top_k", "{} (vocab {})",
              o.draft_top_k, mc.vocab);
-  TV_REQUIRE(o.draft_depth >= 0, "draft_depth", "{}", o.draft_depth);
+  TV_REQUIRE(o.draft_depth >= 0 && o.draft_depth <= kMaxTreeSize, "draft_depth", "{}",
+             o.draft_depth);
+  TV_REQUIRE(o.budget >= 1 && o.budget <= kMaxTreeSize, "budget", "{}; expected 1 to {}",
+             o.budget, kMaxTreeSize);
+  TV_REQUIRE(is_valid_page_size(o.page_size), "page_size", "{}; expected a power of two in "
+             "[1, {}]", o.page_size, kMaxPageSize);
+  TV_REQUIRE(mc.layers >= 1 && mc.layers <= kMaxLayers, "layers", "{}; expected 1 to {}",
+             mc.layers, kMaxLayers);
+  TV_REQUIRE(mc.heads >= 1 && mc.heads <= kMaxHeads, "heads", "{}; expected 1 to {}", mc.heads,
+             kMaxHeads);
+  TV_REQUIRE(mc.vocab >= 2 && mc.vocab <= kMaxVocab, "vocab", "{}; expected 2 to {}", mc.vocab,
+             kMaxVocab);
+  // The KV stores hold the prompt, every generated token and one step's tree.
+  TV_REQUIRE(int64_t{o.prompt_len} + o.tokens + o.budget + o.draft_depth <= kMaxSequence,
+             "tokens", "{} after a {}-token prompt: the demo holds at most {} tokens", o.tokens,
+             o.prompt_len, kMaxSequence);
   DemoReport r;
   const Weights target = make_weights(mc, o.seed);
   const Weights drafter = perturb(target, o.draft_noise, o.seed ^ kDrafterSalt);

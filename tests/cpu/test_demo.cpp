@@ -90,6 +90,22 @@ TEST(Demo, BadOptionsAreErrors) {
   EXPECT_FALSE(run_demo(o, &r).ok());
   o = options(Backend::kCpuFast, 3, 1);
   EXPECT_FALSE(run_demo(o, &r).ok());
+  // Each named in its error, before anything is allocated (the CLI crashed on these).
+  auto expect_named = [&](const char* arg, auto&& mutate) {
+    DemoOptions bad = options(Backend::kCpuFast, 16, 1);
+    mutate(bad);
+    const Status s = run_demo(bad, &r);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << arg;
+    EXPECT_NE(s.message().find(arg), std::string::npos) << s.message();
+  };
+  expect_named("layers", [](DemoOptions& x) { x.model.layers = 0; });
+  expect_named("layers", [](DemoOptions& x) { x.model.layers = -1; });
+  expect_named("page_size", [](DemoOptions& x) { x.page_size = 0; });
+  expect_named("heads", [](DemoOptions& x) { x.model.heads = -1; });
+  expect_named("heads", [](DemoOptions& x) { x.model.heads = 129; });
+  expect_named("vocab", [](DemoOptions& x) { x.model.vocab = 0; });
+  expect_named("tokens", [](DemoOptions& x) { x.tokens = 2147483647; });
+  expect_named("budget", [](DemoOptions& x) { x.budget = 0; });
 }
 
 }  // namespace
