@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -27,21 +29,36 @@ Status per_request(const json& entry, const char* key, int32_t batch, const std:
                    const std::string& where, std::vector<T>* values) {
   if (!entry.contains(key)) return bad(origin, where, fmt::format("missing field '{}'", key));
   const json& v = entry.at(key);
+  // An integer in [0, the largest T], read without wrapping (json keeps big ones unsigned).
+  auto value_of = [&](const json& x, T* out) -> Status {
+    const bool too_big = x.is_number_unsigned()
+                             ? x.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())
+                             : x.get<int64_t>() > static_cast<int64_t>(std::numeric_limits<T>::max());
+    if (too_big) return bad(origin, where, fmt::format("'{}' has a value {} past {}", key,
+                                                         x.dump(), std::numeric_limits<T>::max()));
+    if (!x.is_number_unsigned() && x.get<int64_t>() < 0)
+      return bad(origin, where, fmt::format("'{}' has a negative value {}", key, x.dump()));
+    *out = static_cast<T>(x.get<int64_t>());
+    return Status::Ok();
+  };
+  values->clear();
   if (v.is_number_integer()) {
-    values->assign(batch, v.get<T>());
+    T x{};
+    TV_RETURN_IF_ERROR(value_of(v, &x));
+    values->assign(batch, x);
   } else if (v.is_array() &&
              std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number_integer(); })) {
     if (static_cast<int32_t>(v.size()) != batch) {
       return bad(origin, where,
                  fmt::format("'{}' has {} values, batch is {}", key, v.size(), batch));
     }
-    values->clear();
-    for (const json& x : v) values->push_back(x.get<T>());
+    for (const json& x : v) {
+      T value{};
+      TV_RETURN_IF_ERROR(value_of(x, &value));
+      values->push_back(value);
+    }
   } else {
     return bad(origin, where, fmt::format("'{}' must be an integer or a list of integers", key));
-  }
-  for (T x : *values) {
-    if (x < 0) return bad(origin, where, fmt::format("'{}' has a negative value {}", key, x));
   }
   return Status::Ok();
 }
@@ -93,6 +110,10 @@ Status parse_suite(const std::string& json_text, const std::string& origin,
     for (const SuiteCase& prev : out) {
       if (prev.family == base.family) return bad(origin, where, "duplicate case name");
     }
+    for (const char* key : {"why", "shape"}) {
+      if (e.contains(key) && !e[key].is_string())
+        return bad(origin, where, fmt::format("field '{}' must be a string", key));
+    }
     base.why = e.value("why", "");
     base.softmax_scale = scale;
     base.dtype = dtype;
@@ -103,11 +124,28 @@ Status parse_suite(const std::string& json_text, const std::string& origin,
     if (batch < 1 || batch > (1 << 20)) {
       return bad(origin, where, fmt::format("batch = {} is not in [1, 2^20]", batch));
     }
+    if (!is_valid_page_size(page > kMaxPageSize ? 0 : static_cast<int32_t>(page))) {
+      return bad(origin, where,
+                 fmt::format("page = {} is not a power of two in [1, {}]", page, kMaxPageSize));
+    }
     base.page_size = static_cast<int32_t>(page);
     base.seed = static_cast<uint64_t>(seed);
     const auto b = static_cast<int32_t>(batch);
     TV_RETURN_IF_ERROR(per_request(e, "tree", b, origin, where, &base.tree_sizes));
     TV_RETURN_IF_ERROR(per_request(e, "prefix", b, origin, where, &base.prefix_lens));
+    // kv_len = L + T is an int32, and the whole batch's KV must be addressable by the int32
+    // page table of one call.
+    int64_t total_kv = 0;
+    for (int32_t i = 0; i < b; ++i) {
+      const int64_t room = std::numeric_limits<int32_t>::max() - int64_t{base.tree_sizes[i]};
+      if (base.prefix_lens[i] > room)
+        return bad(origin, where, fmt::format("request {}: prefix + tree = {} + {} is past 2^31 - 1",
+                                              i, base.prefix_lens[i], base.tree_sizes[i]));
+      total_kv += base.prefix_lens[i] + base.tree_sizes[i];
+    }
+    if (total_kv > std::numeric_limits<int32_t>::max())
+      return bad(origin, where,
+                 fmt::format("the batch holds {} KV tokens, past 2^31 - 1", total_kv));
     const std::string shape = e.value("shape", "random");
     if (!testing::parse_tree_shape(shape, &base.shape)) {
       return bad(origin, where, fmt::format("unknown shape '{}'", shape));

@@ -101,6 +101,24 @@ TEST(CliSuite, MalformedSuitesNameTheProblem) {
   const std::string one = R"({"name": "X", "tree": 4, )" + base + "}";
   EXPECT_NE(error_of(R"({"cases": [)" + one + "," + one + "]}").find("duplicate"),
             std::string::npos);
+  // Wrong types and values past their type are named, never thrown, wrapped or truncated.
+  auto one_case = [](const std::string& fields) { return R"({"cases": [{"name": "X", )" + fields + "}]}"; };
+  const std::string hpb = R"("heads": 8, "page": 64, "batch": 1)";
+  EXPECT_NE(error_of(one_case(R"("tree": 4, "prefix": 9, "why": 5, )" + hpb)).find("'why'"),
+            std::string::npos);
+  EXPECT_NE(error_of(one_case(R"("tree": 4, "prefix": 9, "shape": 5, )" + hpb)).find("'shape'"),
+            std::string::npos);
+  EXPECT_NE(error_of(one_case(R"("tree": 4294967297, "prefix": 9, )" + hpb)).find("'tree'"),
+            std::string::npos);
+  EXPECT_NE(error_of(one_case(R"("tree": 4, "prefix": 9, "heads": 8, "page": 4294967300, "batch": 1)"))
+                .find("page = 4294967300"),
+            std::string::npos);
+  EXPECT_NE(error_of(one_case(R"("tree": 4, "prefix": 9223372036854775807, )" + hpb))
+                .find("prefix + tree"),
+            std::string::npos);
+  EXPECT_NE(error_of(one_case(R"("tree": 4, "prefix": 185000, "heads": 8, "page": 64, "batch": 1048576)"))
+                .find("KV tokens"),
+            std::string::npos);
 }
 
 TEST(CliSuite, ScalingKeepsNonEmptyPrefixes) {
