@@ -19,14 +19,21 @@ struct Batch {
   }
 };
 
-SplitSchedule schedule(const Batch& b, int heads, int concurrent = 132, int tile_tokens = 32) {
+// The schedule's input for a batch: 32-row CTAs of 32-token tiles unless changed.
+SplitScheduleInput input(const Batch& b, int heads, int concurrent = 132) {
   SplitScheduleInput in;
   in.qo_indptr = b.qo_indptr;
   in.kv_len = b.kv_len;
   in.num_heads = heads;
   in.rows_per_cta = 32;
-  in.tile_tokens = tile_tokens;
+  in.tile_tokens = 32;
   in.concurrent_ctas = concurrent;
+  return in;
+}
+
+SplitSchedule schedule(const Batch& b, int heads, int concurrent = 132, int tile_tokens = 32) {
+  SplitScheduleInput in = input(b, heads, concurrent);
+  in.tile_tokens = tile_tokens;
   return plan_split_schedule(in);
 }
 
@@ -97,13 +104,7 @@ TEST(SplitSchedule, NothingToDo) {
 }
 
 SplitSchedule forced(const Batch& b, int heads, int chunk, int concurrent = 132) {
-  SplitScheduleInput in;
-  in.qo_indptr = b.qo_indptr;
-  in.kv_len = b.kv_len;
-  in.num_heads = heads;
-  in.rows_per_cta = 32;
-  in.tile_tokens = 32;
-  in.concurrent_ctas = concurrent;
+  SplitScheduleInput in = input(b, heads, concurrent);
   in.forced_chunk_tokens = chunk;
   return plan_split_schedule(in);
 }
@@ -154,13 +155,8 @@ TEST(SplitSchedule, PaddingIsNotCharged) {
 TEST(SplitSchedule, LongDecodeFillsTheDeviceOnce) {
   Batch b;
   b.add(1, 185001);
-  SplitScheduleInput in;
-  in.qo_indptr = b.qo_indptr;
-  in.kv_len = b.kv_len;
-  in.num_heads = 8;
+  SplitScheduleInput in = input(b, 8, 264);
   in.rows_per_cta = 16;
-  in.tile_tokens = 32;
-  in.concurrent_ctas = 264;
   const SplitSchedule s = plan_split_schedule(in);
   EXPECT_GT(s.num_ctas, 132);
   EXPECT_LE(s.num_ctas, 264);
@@ -171,12 +167,7 @@ TEST(SplitSchedule, LongDecodeFillsTheDeviceOnce) {
 TEST(SplitSchedule, DearPartialsMeanFewerChunks) {
   Batch b;
   b.add(16, 4096 + 16);  // 128 rows
-  SplitScheduleInput in;
-  in.qo_indptr = b.qo_indptr;
-  in.kv_len = b.kv_len;
-  in.num_heads = 8;
-  in.rows_per_cta = 32;
-  in.concurrent_ctas = 132;
+  SplitScheduleInput in = input(b, 8);
   in.costs.partial_row_ns = 0;
   const SplitSchedule cheap = plan_split_schedule(in);
   in.costs.partial_row_ns = 20;
