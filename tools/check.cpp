@@ -18,7 +18,7 @@ int run_check(const CaseFlags& flags) {
   if (s.ok()) s = plan_options(flags.backend, &options);
   options.force_config_arch = flags.config_arch;
   options.force_rows_per_cta = flags.rows_per_cta;
-  if (flags.chunk_tokens.size() > 1)
+  if (s.ok() && flags.chunk_tokens.size() > 1)
     s = Status(StatusCode::kInvalidArgument, "--chunk-tokens: check takes one value");
   else if (!flags.chunk_tokens.empty())
     options.force_chunk_tokens = flags.chunk_tokens[0];
