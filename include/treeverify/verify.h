@@ -10,6 +10,13 @@
 // 576 columns; out = softmax(scores) . v with v = the first 512 columns of the same KV rows;
 // lse = natural-log log-sum-exp of the scaled scores. A row that sees nothing gets out = 0 and
 // lse = -inf.
+//
+// Non-finite inputs, the same on every backend: a token a row cannot see never changes that
+// row, whatever its K and V hold. A row that reads a NaN or an infinity, in its q or anywhere in
+// the 576 values of a token it sees, gets NaN in all 512 values of out and NaN lse (a NaN
+// spreads as in PyTorch's attention, but to the whole row: a consumer tests one value, lse).
+// The float32 backends compute scores in float32: keep |softmax_scale * q.k| below 2^126; a
+// score past float32's range there makes its row NaN, or weighs 0 if it falls to -inf.
 #pragma once
 
 #include <cstddef>

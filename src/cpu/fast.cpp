@@ -72,7 +72,8 @@ void parallel_for(int threads, int64_t n, const F& f) {
 }
 
 // Writes rows [row0, row0 + rows) of a request: out = o / l in dtype, lse = m + log(l); a row
-// with l = 0 saw nothing and gets out = 0, lse = -inf.
+// with l = 0 saw nothing and gets out = 0, lse = -inf; a row with l = NaN (it saw a non-finite
+// value, fast_tile.cpp) or a non-finite o (a float32 overflow) gets NaN out and lse.
 void write_rows(const Plan& plan, const VerifyTensors& tensors, const FastRequest& req,
                 int64_t row0, int32_t rows, const float* o, const float* m, const double* l) {
   const Strides st = resolve_strides(plan, tensors);
@@ -82,6 +83,13 @@ void write_rows(const Plan& plan, const VerifyTensors& tensors, const FastReques
     const int64_t node = req.span.q0 + (row0 + r) / heads, head = (row0 + r) % heads;
     uint16_t* dst = out + node * st.out_token + head * st.out_head;
     const float* src = o + int64_t{r} * kVDim;
+    if (std::isnan(l[r]) ||
+        !std::all_of(src, src + kVDim, [](float x) { return std::isfinite(x); })) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      for (int c = 0; c < kVDim; ++c) dst[c] = float_to_half(plan.dtype, nan);
+      if (tensors.lse != nullptr) tensors.lse[node * heads + head] = nan;
+      continue;
+    }
     const bool seen = l[r] > 0;
     const float inv = seen ? static_cast<float>(1.0 / l[r]) : 0.f;
     for (int c = 0; c < kVDim; ++c) dst[c] = float_to_half(plan.dtype, seen ? src[c] * inv : 0.f);
@@ -92,17 +100,23 @@ void write_rows(const Plan& plan, const VerifyTensors& tensors, const FastReques
   }
 }
 
-// Merges the split partials of a group into `into` (rescaling each by exp(m_s - M)).
+// Merges the split partials of a group into `into` (rescaling each by exp(m_s - M)); a row
+// with a NaN partial (l = NaN) stays NaN.
 void merge_partials(const Group& g, const std::vector<float>& po, const std::vector<float>& pm,
                     const std::vector<double>& pl, RowState into) {
   for (int32_t r = 0; r < g.rows; ++r) {
     float mx = -std::numeric_limits<float>::infinity();
-    for (int32_t s = 0; s < g.splits; ++s) mx = std::max(mx, pm[g.partial_row + s * g.rows + r]);
+    bool nan = false;
+    for (int32_t s = 0; s < g.splits; ++s) {
+      const int64_t pr = g.partial_row + int64_t{s} * g.rows + r;
+      nan = nan || std::isnan(pl[pr]);
+      mx = std::max(mx, pm[pr]);
+    }
     float* o = into.o + int64_t{r} * kVDim;
     std::fill(o, o + kVDim, 0.f);
     into.m[r] = mx;
-    into.l[r] = 0;
-    if (mx == -std::numeric_limits<float>::infinity()) continue;
+    into.l[r] = nan ? std::numeric_limits<double>::quiet_NaN() : 0.0;
+    if (nan || mx == -std::numeric_limits<float>::infinity()) continue;
     for (int32_t s = 0; s < g.splits; ++s) {
       const int64_t pr = g.partial_row + int64_t{s} * g.rows + r;
       if (pl[pr] == 0) continue;  // this chunk saw nothing for the row (m = -inf)

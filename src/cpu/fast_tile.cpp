@@ -5,6 +5,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -16,6 +17,7 @@ namespace treeverify::detail::fast {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // fp16 -> fp32 through a 256 KB table: the exact conversion branches on subnormals and
 // specials, and at decode (one query row) decoding the KV tile is most of the work.
@@ -34,6 +36,31 @@ void decode(DType dtype, const uint16_t* src, int n, float* dst) {
   } else {
     const float* table = fp16_table();
     for (int c = 0; c < n; ++c) dst[c] = table[src[c]];
+  }
+}
+
+// Whether any of v[0, n) is a NaN or an infinity (all exponent bits set): an integer OR over
+// the row, which the compiler vectorises.
+bool any_nonfinite(const float* v, int n) {
+  constexpr uint32_t kExp = 0x7f800000u;
+  uint32_t bad = 0;
+  for (int c = 0; c < n; ++c)
+    bad |= static_cast<uint32_t>((std::bit_cast<uint32_t>(v[c]) & kExp) == kExp);
+  return bad != 0;
+}
+
+// The non-finite policy (verify.h) without a NaN ever reaching BLAS: a gathered KV row holding
+// a non-finite value becomes zeros, and each row that sees the token gets l = NaN, which every
+// later update keeps (l * alpha + sum) and write_rows turns into a NaN row. A row that cannot
+// see the token multiplies its P = 0 by those zeros, so nothing reaches it.
+void quarantine_token(const FastRequest& req, int32_t heads, int64_t row0, int32_t rows,
+                      int64_t tok, float* kv_row, double* l) {
+  std::fill(kv_row, kv_row + kQKDim, 0.f);
+  const int64_t tree = tok - req.span.prefix;
+  for (int32_t r = 0; r < rows; ++r) {
+    const int64_t node = (row0 + r) / heads;
+    const uint32_t* words = &req.ancestors[node * req.words_per_row];
+    if (tree < 0 || ((words[tree / 32] >> (tree % 32)) & 1u)) l[r] = kNaN;
   }
 }
 
@@ -118,14 +145,23 @@ void attend_range(const Plan& plan, const VerifyTensors& tensors, const FastRequ
   std::fill(state.o, state.o + int64_t{rows} * kVDim, 0.f);
   std::fill(state.m, state.m + rows, kNegInf);
   std::fill(state.l, state.l + rows, 0.0);
+  for (int32_t r = 0; r < rows; ++r) {  // a non-finite q: the row is NaN, l says so
+    float* qr = qb + int64_t{r} * kQKDim;
+    if (any_nonfinite(qr, kQKDim)) {
+      std::fill(qr, qr + kQKDim, 0.f);
+      state.l[r] = kNaN;
+    }
+  }
 
   float* kv = scratch->kv.data();
   float* s = scratch->s.data();
   for (int64_t t0 = tok0; t0 < tok1; t0 += kTileTokens) {
     const int32_t n = static_cast<int32_t>(std::min<int64_t>(kTileTokens, tok1 - t0));
     for (int32_t j = 0; j < n; ++j) {
-      decode(plan.dtype, kv_row(tensors, plan.page_size, req.span, t0 + j), kQKDim,
-             kv + int64_t{j} * kQKDim);
+      float* row = kv + int64_t{j} * kQKDim;
+      decode(plan.dtype, kv_row(tensors, plan.page_size, req.span, t0 + j), kQKDim, row);
+      if (any_nonfinite(row, kQKDim))
+        quarantine_token(req, heads, row0, rows, t0 + j, row, state.l);
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, kQKDim, plan.softmax_scale, qb,
                 kQKDim, kv, kQKDim, 0.f, s, kTileTokens);

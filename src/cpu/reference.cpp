@@ -15,12 +15,17 @@ namespace treeverify::detail {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // The score matrix of a block of rows is rows x kv_len doubles; this caps it at 128 MB so a
 // 185k-token request with thousands of rows still fits, one row block at a time.
 constexpr int64_t kScoreBudget = int64_t{1} << 24;
 
 void load_row(DType dtype, const uint16_t* src, int n, double* dst) {
   for (int c = 0; c < n; ++c) dst[c] = half_to_float(dtype, src[c]);
+}
+
+bool any_nonfinite(const double* v, int n) {
+  return std::any_of(v, v + n, [](double x) { return !std::isfinite(x); });
 }
 
 // sees[i * T + j]: tree node i may attend tree token j (j is i or one of its ancestors).
@@ -47,20 +52,27 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
   const int64_t block = std::clamp<int64_t>(kScoreBudget / std::max<int64_t>(kvl, 1), 1, rows);
   std::vector<double> qd(block * kQKDim), s(block * kvl), kd(kQKDim), acc(block * kVDim);
   std::vector<double> sum(block);
+  // The non-finite policy (verify.h): a row whose q, or any token it sees, holds a NaN or an
+  // infinity is NaN, decided by what the row sees, not by what the arithmetic would give.
+  std::vector<uint8_t> tok_bad(kvl), row_bad(block);
   for (int64_t r0 = 0; r0 < rows; r0 += block) {
     const int64_t nr = std::min(block, rows - r0);
     for (int64_t r = 0; r < nr; ++r) {
       const int64_t node = (r0 + r) / heads, head = (r0 + r) % heads;
       load_row(plan.dtype, q + (req.q0 + node) * st.q_token + head * st.q_head, kQKDim,
                &qd[r * kQKDim]);
+      row_bad[r] = any_nonfinite(&qd[r * kQKDim], kQKDim);
     }
     // Pass 1: scaled scores, token-outer so each KV row is decoded once per block.
     for (int64_t tok = 0; tok < kvl; ++tok) {
       load_row(plan.dtype, kv_row(t, plan.page_size, req, tok), kQKDim, kd.data());
+      tok_bad[tok] = any_nonfinite(kd.data(), kQKDim);
       for (int64_t r = 0; r < nr; ++r) {
         double dot = 0;
         for (int c = 0; c < kQKDim; ++c) dot += qd[r * kQKDim + c] * kd[c];
-        s[r * kvl + tok] = visible(r0 + r, tok) ? scale * dot : kNegInf;
+        const bool vis = visible(r0 + r, tok);
+        s[r * kvl + tok] = vis ? scale * dot : kNegInf;
+        if (vis && tok_bad[tok]) row_bad[r] = 1;
       }
     }
     // Pass 2: p = exp(s - max) in place; the normaliser is the sum of the unrounded p's. With
@@ -72,6 +84,11 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
       const double mx = *std::max_element(sr, sr + kvl);
       const int64_t out_row = (int64_t{req.q0} * heads) + r0 + r;
       sum[r] = 0;
+      if (row_bad[r]) {  // out NaN (below), lse NaN
+        std::fill(sr, sr + kvl, 0.0);
+        res->lse[out_row] = kNaN;
+        continue;
+      }
       if (mx == kNegInf) {  // sees nothing: out stays 0, lse -inf
         std::fill(sr, sr + kvl, 0.0);
         res->lse[out_row] = kNegInf;
@@ -95,8 +112,12 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
       }
     }
     for (int64_t r = 0; r < nr; ++r) {
-      if (sum[r] == 0) continue;
       double* dst = &res->out[(int64_t{req.q0} * heads + r0 + r) * kVDim];
+      if (row_bad[r]) {
+        std::fill(dst, dst + kVDim, kNaN);
+        continue;
+      }
+      if (sum[r] == 0) continue;
       for (int c = 0; c < kVDim; ++c) dst[c] = acc[r * kVDim + c] / sum[r];
     }
   }

@@ -12,7 +12,7 @@ namespace treeverify::testing {
 
 bool Comparison::ok(double out_tol, double lse_tol) const {
   // Written so that a NaN error measure fails too.
-  return out_nonfinite == 0 && lse_mismatch == 0 && out_zero_rows_bad == 0 &&
+  return out_nonfinite == 0 && lse_mismatch == 0 && out_zero_rows_bad == 0 && nan_rows_bad == 0 &&
          out_rel_fro <= out_tol && out_row_rel_max <= kRowTolFactor * out_tol &&
          lse_max_abs <= lse_tol;
 }
@@ -20,8 +20,9 @@ bool Comparison::ok(double out_tol, double lse_tol) const {
 std::string Comparison::to_string() const {
   return fmt::format(
       "out rel fro err {:.3e} (worst row {:.3e}), lse max abs err {:.3e}, out non-finite {}, "
-      "lse mismatched rows {}, empty rows with nonzero out {}",
-      out_rel_fro, out_row_rel_max, lse_max_abs, out_nonfinite, lse_mismatch, out_zero_rows_bad);
+      "lse mismatched rows {}, empty rows with nonzero out {}, NaN rows not wholly NaN {}",
+      out_rel_fro, out_row_rel_max, lse_max_abs, out_nonfinite, lse_mismatch, out_zero_rows_bad,
+      nan_rows_bad);
 }
 
 Comparison compare_with_reference(DType dtype, const std::vector<uint16_t>& out, const float* lse,
@@ -37,6 +38,13 @@ Comparison compare_with_reference(DType dtype, const std::vector<uint16_t>& out,
   Comparison c;
   double err_sq = 0, ref_sq = 0;
   for (size_t r = 0; r < rows; ++r) {
+    if (std::isnan(ref_lse[r])) {  // the non-finite policy: all of out and lse NaN
+      bool all_nan = lse == nullptr || std::isnan(lse[r]);
+      for (size_t k = r * kVDim; k < (r + 1) * kVDim; ++k)
+        all_nan = all_nan && std::isnan(half_to_float(dtype, out[k]));
+      if (!all_nan) ++c.nan_rows_bad;
+      continue;
+    }
     // A row that sees nothing: the contract is out = 0 and lse = -inf.
     const bool ref_empty = std::isinf(ref_lse[r]) && ref_lse[r] < 0;
     bool nonzero = false;
@@ -50,7 +58,6 @@ Comparison compare_with_reference(DType dtype, const std::vector<uint16_t>& out,
         continue;
       }
       nonzero |= o != 0;
-      if (!std::isfinite(ref)) continue;  // only from non-finite inputs; nothing to measure
       row_err_sq += (o - ref) * (o - ref);
       row_ref_sq += ref * ref;
     }

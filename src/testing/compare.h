@@ -16,9 +16,12 @@ struct Comparison {
   double out_row_rel_max = 0;
   static constexpr double kRowTolFactor = 3.0;
   double lse_max_abs = 0;         // max |lse - ref| where both are finite
-  int64_t out_nonfinite = 0;      // NaN or inf entries in out (the reference never has them)
+  int64_t out_nonfinite = 0;      // NaN or inf entries in out, outside the reference's NaN rows
   int64_t lse_mismatch = 0;       // rows where lse is NaN or +inf, or -inf on one side only
   int64_t out_zero_rows_bad = 0;  // rows with reference lse = -inf whose out is not all zero
+  // Rows the reference makes NaN (they see a non-finite input, verify.h) whose out is not NaN
+  // in every column or whose lse is not NaN.
+  int64_t nan_rows_bad = 0;
   bool ok(double out_tol, double lse_tol) const;
   std::string to_string() const;
 };

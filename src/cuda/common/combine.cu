@@ -21,9 +21,11 @@ struct Merge {
   float m = -INFINITY, sum = 0.f;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   // Adds a partial of lse s and values v, or (weight_sum != 1) another merge with m = s,
-  // acc = v and sum = weight_sum.
+  // acc = v and sum = weight_sum. A NaN partial (lse NaN: its rows saw a non-finite value)
+  // makes w, and so acc and sum, NaN for good; the kernel wrote finite values everywhere else.
   __device__ void add(float s, float4 v, float weight_sum = 1.f) {
-    if (s == -INFINITY) return;  // an empty partial (or stream): nothing to add
+    // An empty partial, or a stream that added nothing, or only NaN (sum NaN, m -inf: go on).
+    if (s == -INFINITY && !isnan(weight_sum)) return;
     const float m_new = fmaxf(m, s);
     const float scale = exp2f(m - m_new), w = exp2f(s - m_new);  // scale = 0 while m = -inf
     acc.x = acc.x * scale + w * v.x, acc.y = acc.y * scale + w * v.y;
@@ -63,10 +65,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32) combine_kernel(const CombinePa
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
       const int c = c0 + i * streams;
-      // Every chunk c < n ran and wrote finite values (0 where it saw nothing, lse -inf).
+      // Every chunk c < n ran and wrote its partial: finite values (0 where it saw nothing,
+      // lse -inf), or NaN values and lse where its rows saw a non-finite value.
       s[i] = c < n ? __ldg(p.part_lse + c * p.total_rows + grow) : -INFINITY;
       v[i] = c < n ? __ldg(reinterpret_cast<const float4*>(p.part_out +
-                                                            (c * p.total_rows + grow) * kVDim + col))
+                                                           (c * p.total_rows + grow) * kVDim + col))
                    : make_float4(0.f, 0.f, 0.f, 0.f);
     }
 #pragma unroll
@@ -76,10 +79,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) combine_kernel(const CombinePa
   for (int off = kLanes; off < 32; off *= 2) {  // the warp's streams meet
     const float m = __shfl_xor_sync(0xffffffffu, mg.m, off);
     const float sum = __shfl_xor_sync(0xffffffffu, mg.sum, off);
-    const float4 acc = make_float4(__shfl_xor_sync(0xffffffffu, mg.acc.x, off),
-                                   __shfl_xor_sync(0xffffffffu, mg.acc.y, off),
-                                   __shfl_xor_sync(0xffffffffu, mg.acc.z, off),
-                                   __shfl_xor_sync(0xffffffffu, mg.acc.w, off));
+    const float4 acc = make_float4(
+        __shfl_xor_sync(0xffffffffu, mg.acc.x, off), __shfl_xor_sync(0xffffffffu, mg.acc.y, off),
+        __shfl_xor_sync(0xffffffffu, mg.acc.z, off), __shfl_xor_sync(0xffffffffu, mg.acc.w, off));
     mg.add(m, acc, sum);
   }
   if (warps > 1) {  // the warps meet in shared memory; warp 0 finishes the slice
@@ -94,7 +96,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) combine_kernel(const CombinePa
       for (int w = 0; w < warps; ++w) mg.add(s_m[w], s_acc[w][lane], s_sum[w]);
   }
   if (lane >= kLanes) return;
-  const float inv = mg.sum > 0.f ? 1.f / mg.sum : 0.f;
+  // sum = 0: the row saw nothing (out 0, lse -inf); sum = NaN: the whole row is NaN.
+  const float inv = mg.sum == 0.f ? 0.f : 1.f / mg.sum;
   const int node = static_cast<int>(grow / p.num_heads),
             head = static_cast<int>(grow % p.num_heads);
   T* dst = static_cast<T*>(p.out) + node * p.out_stride_token + head * p.out_stride_head + col;
@@ -102,7 +105,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) combine_kernel(const CombinePa
   *reinterpret_cast<uint2*>(dst) =
       make_uint2(pack2<T>(a.x * inv, a.y * inv), pack2<T>(a.z * inv, a.w * inv));
   if (p.lse != nullptr && blockIdx.y == 0 && lane == 0)
-    p.lse[grow] = mg.sum > 0.f ? (mg.m + __log2f(mg.sum)) * kLn2 : -INFINITY;
+    p.lse[grow] = mg.sum == 0.f ? -INFINITY : (mg.m + __log2f(mg.sum)) * kLn2;
 }
 
 // One block per row. lse in natural log; a side at -inf contributes nothing, both at -inf
@@ -143,8 +146,8 @@ cudaError_t launch_combine_lanes(const CombineParams& p, DType dtype, bool progr
   int warps = 1;
   while (warps < kMaxWarps && warps * (32 / kLanes) * kBatch < p.num_chunks) warps *= 2;
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(p.max_rows), kVDim / (4 * kLanes),
-                        static_cast<unsigned>(p.batch));
+  config.gridDim =
+      dim3(static_cast<unsigned>(p.max_rows), kVDim / (4 * kLanes), static_cast<unsigned>(p.batch));
   config.blockDim = dim3(32 * warps);
   config.stream = stream;
   cudaLaunchAttribute attr{};

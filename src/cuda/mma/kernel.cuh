@@ -108,6 +108,17 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
                        own_node, row_valid, st);
   };
 
+  // A tile that reaches the tree has its non-finite tree values made harmless before anything
+  // reads it (quarantine_tree_rows): a CTA-uniform branch that one or two tiles take.
+  auto quarantine = [&](int tile) {
+    const int first = w.tok_begin + tile * V::kTokens;
+    if (tile < n_tiles && first + V::kTokens > w.prefix) {
+      quarantine_tree_rows<T, V>(smem + (tile % V::kStages) * V::kStageBytes,
+                                 max(0, w.prefix - first));
+      __syncthreads();
+    }
+  };
+
   // Tile `tile` has landed: its cp.async group is complete (the caller's wait_group) and, for
   // bulk copies, its stage's mbarrier has finished the phase of this use of the stage.
   auto wait_bulk = [&](int tile) {
@@ -133,6 +144,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     };
     cp_async_wait<V::kStages - 2>();  // tile 0 has landed
     __syncthreads();
+    quarantine(0);
     qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, sub);
     if (half_a) {  // the second phase of half A's tile -1
       named_barrier_sync<1, kHalfThreads>();
@@ -141,6 +153,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     cp_async_wait<V::kStages - 3>();  // tile 1 has landed
     __syncthreads();                  // X(0)
     for (int tile = 0; tile < n_tiles; ++tile) {
+      quarantine(tile + 1);  // landed at X(tile); QK(tile + 1) is its first reader
       if constexpr (!V::kLateCopies) load(tile + V::kStages - 1);
       if (half_a) {
         products(tile);
@@ -165,6 +178,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     cp_async_wait<V::kStages - 2>();
     wait_bulk(0);
     __syncthreads();
+    quarantine(0);
     qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, sub);
     for (int tile = 0; tile < n_tiles; ++tile) {
       __syncthreads();  // s_red holds tile's scores; PV(tile-1) is done, its stage is free
@@ -173,6 +187,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
       cp_async_wait<kPending>();  // tile + 1 has landed
       wait_bulk(tile + 1);
       __syncthreads();  // P, alpha and tile + 1 visible; s_red consumed
+      quarantine(tile + 1);
       if (tile + 1 < n_tiles) qk_partial<T, V>(stage_of(tile + 1), qf, s_red, kgroup, sub);
       pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
       if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
@@ -183,6 +198,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
       wait_bulk(tile);
       __syncthreads();  // tile landed; PV(tile-1) done, so its stage, s_p and s_red are free
       load(tile + V::kStages - 1);
+      quarantine(tile);
       qk_partial<T, V>(stage_of(tile), qf, s_red, kgroup, sub);
       __syncthreads();
       softmax(tile);

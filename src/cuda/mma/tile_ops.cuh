@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/bulk_copy.cuh"
 #include "cuda/common/constants.h"
@@ -88,6 +89,36 @@ __device__ __forceinline__ void load_kv_tile_bulk(const VerifyKernelParams& p, u
   const char* src = static_cast<const char*>(p.kv) +
                     ((page << p.page_shift) + (t & ((1 << p.page_shift) - 1))) * kRowBytes;
   bulk_copy_g2s(stage + lane * kKVRowBytes, src, kRowBytes, bar);
+}
+
+// The non-finite policy (verify.h) in a tile that reaches the tree. A tree token is masked for
+// some rows of the CTA and seen by others, and a masked row still multiplies its P = 0 by the
+// token's V inside the mma, where 0 x NaN = NaN. So each non-finite value in the V part (the
+// first 512 columns) of the stage's rows from `from` on (the tile's first tree token; rows
+// past the chunk end included) becomes 0, and that row's column 512, which only K has, becomes
+// NaN: a row that sees the token scores NaN and ends NaN as a whole (epilogue), a row that
+// cannot see it multiplies P = 0 by finite values. Prefix tokens need nothing: every row sees
+// them. The caller publishes the stage with a barrier before anything reads it.
+template <typename T, typename V>
+__device__ __forceinline__ void quarantine_tree_rows(uint8_t* stage, int from) {
+  constexpr int kPieces = kVDim * 2 / 16;  // 16-byte pieces of a row's V part
+  constexpr bool kHalf = std::is_same_v<T, __half>;
+  constexpr uint32_t kExp = kHalf ? 0x7c00u : 0x7f80u;  // all set: an infinity or a NaN
+  constexpr uint16_t kNaN = kHalf ? 0x7e00u : 0x7fc0u;
+  for (int i = from * kPieces + static_cast<int>(threadIdx.x); i < V::kTokens * kPieces;
+       i += kThreads) {
+    uint8_t* row = stage + (i / kPieces) * kKVRowBytes;
+    uint32_t* piece = reinterpret_cast<uint32_t*>(row + (i % kPieces) * 16);
+    bool bad = false;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      uint32_t v = piece[k];
+      if ((v & kExp) == kExp) v &= 0xffff0000u, bad = true;
+      if (((v >> 16) & kExp) == kExp) v &= 0x0000ffffu, bad = true;
+      piece[k] = v;
+    }
+    if (bad) *reinterpret_cast<uint16_t*>(row + kVDim * 2) = kNaN;
+  }
 }
 
 // Stages the CTA's kRows query rows in `buf` (rows past the request are zero) and loads this
@@ -294,7 +325,9 @@ __device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const floa
 }
 
 // Normalises by l and writes the final output (single-chunk requests) or an fp32 partial and
-// its lse in log2 units for the combine kernel.
+// its lse in log2 units for the combine kernel. A row that saw a non-finite value (l = NaN
+// from a NaN score, or a NaN or infinity in its O) is NaN as a whole, lse included (verify.h);
+// l = 0 means it saw nothing: out 0, lse -inf.
 template <typename T, typename V>
 __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
                                          const RowState& st, float* s_inv_l, float* s_lse,
@@ -302,8 +335,25 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane % V::kLanesPerRow == 0) {
     const int row = warp * V::kRowsPerWarp + lane / V::kLanesPerRow;
-    s_inv_l[row] = st.l > 0.f ? 1.f / st.l : 0.f;
-    s_lse[row] = st.l > 0.f ? st.m + __log2f(st.l) : kNegInf;
+    s_inv_l[row] = st.l == 0.f ? 0.f : 1.f / st.l;
+    s_lse[row] = st.l == 0.f ? kNegInf : st.m + __log2f(st.l);
+  }
+  __syncthreads();
+  // x * 0 is 0 for finite x and NaN otherwise; the warps sharing a row mark it by atomics.
+#pragma unroll
+  for (int mt = 0; mt < V::kOMTiles; ++mt) {
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi) {
+      float z = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < V::kONTiles; ++nt)
+        z += o[mt][nt][2 * hi] * 0.f + o[mt][nt][2 * hi + 1] * 0.f;
+      if (z != 0.f) {
+        const int r = V::o_row0(warp) + mt * 16 + lane / 4 + 8 * hi;
+        atomicExch(s_inv_l + r, NAN);
+        atomicExch(s_lse + r, NAN);
+      }
+    }
   }
   __syncthreads();
   const int H = p.num_heads;

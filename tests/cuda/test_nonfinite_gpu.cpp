@@ -1,0 +1,43 @@
+// The non-finite policy (verify.h) on cuda-mma, against what it demands (nonfinite_cases.h):
+// 8, 32 and 64-row requests (every variant of the three tile tables, bulk copies included),
+// one pass and split KV (the combine), page sizes 1 and 64, both dtypes, and a tree inside one
+// KV tile or across two.
+#include "../cpu/nonfinite_cases.h"
+#include "gpu_check.h"
+
+namespace treeverify::testing {
+namespace {
+
+TEST(GpuNonFinite, ValuesReachOnlyTheRowsThatSeeThem) {
+  TV_SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::kBF16, DType::kFP16}) {
+    for (int heads : {2, 8, 16}) {
+      for (int64_t prefix : {30, 1000}) {
+        for (int page : {1, 64}) {
+          const HostCase clean = tvtest::leaf_tree_case(heads, prefix, page, dtype, fresh_seed());
+          for (const tvtest::Poison& p : tvtest::poisons(prefix, page)) {
+            const auto want = tvtest::expected(clean, p, /*round_p=*/true);
+            const HostCase bad = tvtest::poisoned(clean, p);
+            for (int arch : {0, 80, 120}) {
+              for (int chunk : {0, 64}) {
+                PlanOptions o;
+                o.force_config_arch = arch;
+                o.force_chunk_tokens = chunk;
+                const GpuResult gpu = run_on_gpu(bad, o);
+                if (gpu.out.size() != bad.out_elems()) return;  // the run failed the test
+                const Comparison c =
+                    compare_with_reference(dtype, gpu.out, gpu.lse.data(), want.out, want.lse);
+                EXPECT_TRUE(c.ok(kOutRelTol, kLseAbsTol)) << fmt::format(
+                    "{}: H {} prefix {} page {} config {} chunk {} kernel {}: {}", p.what, heads,
+                    prefix, page, arch, chunk, gpu.plan.kernel, c.to_string());
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace treeverify::testing
