@@ -39,5 +39,32 @@ TEST(GpuNonFinite, ValuesReachOnlyTheRowsThatSeeThem) {
   }
 }
 
+// One value per variant of the three tables, one pass and split: small enough for the
+// sanitizers (scripts/device_run.sh), which check the quarantine's shared-memory writes and
+// the epilogue's atomics.
+TEST(GpuNonFinite, EveryVariantOnce) {
+  TV_SKIP_WITHOUT_GPU();
+  for (int heads : {2, 8, 16}) {
+    const HostCase clean = tvtest::leaf_tree_case(heads, 30, 64, DType::kBF16, fresh_seed());
+    const tvtest::Poison p = tvtest::poisons(30, 64)[0];
+    const auto want = tvtest::expected(clean, p, /*round_p=*/true);
+    const HostCase bad = tvtest::poisoned(clean, p);
+    for (int arch : {0, 80, 120}) {
+      for (int chunk : {0, 32}) {
+        PlanOptions o;
+        o.force_config_arch = arch;
+        o.force_chunk_tokens = chunk;
+        const GpuResult gpu = run_on_gpu(bad, o);
+        if (gpu.out.size() != bad.out_elems()) return;
+        const Comparison c =
+            compare_with_reference(DType::kBF16, gpu.out, gpu.lse.data(), want.out, want.lse);
+        EXPECT_TRUE(c.ok(kOutRelTol, kLseAbsTol))
+            << fmt::format("{}: H {} config {} chunk {} kernel {}: {}", p.what, heads, arch, chunk,
+                           gpu.plan.kernel, c.to_string());
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace treeverify::testing
