@@ -13,11 +13,13 @@
 //      output columns of the 32 rows of its half (warps 0-3: rows 0-31), otherwise 64 columns
 //      of every row; V is the first 512 columns of the same KV tile.
 // A request with one chunk writes out/lse directly; otherwise each chunk writes a normalised
-// fp32 partial and its lse, merged by the combine kernel (cuda/common/combine.cu).
+// fp32 partial and its lse, merged by the combine kernel (cuda/common/combine.cu). Rows that
+// come out with a non-finite value are recomputed exactly (nonfinite.cuh).
 // Figures and limits: DESIGN_NOTES.md beside this file.
 #pragma once
 
 #include "cuda/common/arch.cuh"
+#include "cuda/mma/nonfinite.cuh"
 #include "cuda/mma/tile_ops.cuh"
 
 namespace treeverify::cuda::mma {
@@ -25,19 +27,8 @@ namespace treeverify::cuda::mma {
 // One CTA's work; the kernel below decides where it is compiled.
 template <typename T, typename V>
 __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
-  const int b = blockIdx.z;
   CtaWork w;
-  w.q0 = p.qo_indptr[b];
-  w.rows_b = (p.qo_indptr[b + 1] - w.q0) * p.num_heads;
-  w.row0 = blockIdx.x * V::kRows;
-  if (w.row0 >= w.rows_b) return;
-  const int kv_len = p.kv_len[b];
-  w.prefix = kv_len - (p.qo_indptr[b + 1] - w.q0);
-  w.tok_begin = blockIdx.y * p.chunk_tokens;
-  if (w.tok_begin >= kv_len) return;
-  w.tok_end = min(kv_len, w.tok_begin + p.chunk_tokens);
-  w.page_base = p.kv_page_indptr[b];
-  w.final_out = kv_len <= p.chunk_tokens;
+  if (!cta_work<V>(p, &w)) return;
 
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t s_kv = smem_addr(smem);
@@ -108,17 +99,6 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
                        own_node, row_valid, st);
   };
 
-  // A tile that reaches the tree has its non-finite tree values made harmless before anything
-  // reads it (quarantine_tree_rows): a CTA-uniform branch that one or two tiles take.
-  auto quarantine = [&](int tile) {
-    const int first = w.tok_begin + tile * V::kTokens;
-    if (tile < n_tiles && first + V::kTokens > w.prefix) {
-      quarantine_tree_rows<T, V>(smem + (tile % V::kStages) * V::kStageBytes,
-                                 max(0, w.prefix - first));
-      __syncthreads();
-    }
-  };
-
   // Tile `tile` has landed: its cp.async group is complete (the caller's wait_group) and, for
   // bulk copies, its stage's mbarrier has finished the phase of this use of the stage.
   auto wait_bulk = [&](int tile) {
@@ -144,7 +124,6 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     };
     cp_async_wait<V::kStages - 2>();  // tile 0 has landed
     __syncthreads();
-    quarantine(0);
     qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, sub);
     if (half_a) {  // the second phase of half A's tile -1
       named_barrier_sync<1, kHalfThreads>();
@@ -153,7 +132,6 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     cp_async_wait<V::kStages - 3>();  // tile 1 has landed
     __syncthreads();                  // X(0)
     for (int tile = 0; tile < n_tiles; ++tile) {
-      quarantine(tile + 1);  // landed at X(tile); QK(tile + 1) is its first reader
       if constexpr (!V::kLateCopies) load(tile + V::kStages - 1);
       if (half_a) {
         products(tile);
@@ -178,7 +156,6 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     cp_async_wait<V::kStages - 2>();
     wait_bulk(0);
     __syncthreads();
-    quarantine(0);
     qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, sub);
     for (int tile = 0; tile < n_tiles; ++tile) {
       __syncthreads();  // s_red holds tile's scores; PV(tile-1) is done, its stage is free
@@ -187,7 +164,6 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
       cp_async_wait<kPending>();  // tile + 1 has landed
       wait_bulk(tile + 1);
       __syncthreads();  // P, alpha and tile + 1 visible; s_red consumed
-      quarantine(tile + 1);
       if (tile + 1 < n_tiles) qk_partial<T, V>(stage_of(tile + 1), qf, s_red, kgroup, sub);
       pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
       if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
@@ -198,7 +174,6 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
       wait_bulk(tile);
       __syncthreads();  // tile landed; PV(tile-1) done, so its stage, s_p and s_red are free
       load(tile + V::kStages - 1);
-      quarantine(tile);
       qk_partial<T, V>(stage_of(tile), qf, s_red, kgroup, sub);
       __syncthreads();
       softmax(tile);
@@ -209,6 +184,8 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   cp_async_wait<0>();
   __syncthreads();  // every warp is past its last read of s_alpha, which the epilogue reuses
   epilogue<T, V>(p, w, st, s_alpha, s_lse, o);
+  __syncthreads();  // the epilogue's stores and its NaN rows in s_lse
+  recompute_nan_rows<T, V>(p, smem, s_lse);
 }
 
 // A variant that needs more shared memory than the architecture gives a block, or bulk copies

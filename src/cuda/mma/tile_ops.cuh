@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "cuda/common/bulk_copy.cuh"
 #include "cuda/common/constants.h"
@@ -27,6 +26,33 @@ struct CtaWork {
   int page_base;           // first entry of the request in kv_page_indices
   bool final_out;          // the request has one chunk: write out/lse directly
 };
+
+// This CTA's work (grid: x row blocks, y chunks, z requests); false when it has none.
+// kReload: read the index arrays with volatile loads, which the compiler cannot merge with
+// the first call's: a value kept instead would stay live through the main loop.
+template <typename V, bool kReload = false>
+__device__ __forceinline__ bool cta_work(const VerifyKernelParams& p, CtaWork* w) {
+  auto ld = [](const int32_t* a, int i) {
+    if constexpr (kReload)
+      return *reinterpret_cast<const volatile int32_t*>(a + i);
+    else
+      return a[i];
+  };
+  const int b = blockIdx.z;
+  w->q0 = ld(p.qo_indptr, b);
+  const int nodes = ld(p.qo_indptr, b + 1) - w->q0;
+  w->rows_b = nodes * p.num_heads;
+  w->row0 = blockIdx.x * V::kRows;
+  if (w->row0 >= w->rows_b) return false;
+  const int kv_len = ld(p.kv_len, b);
+  w->prefix = kv_len - nodes;
+  w->tok_begin = blockIdx.y * p.chunk_tokens;
+  if (w->tok_begin >= kv_len) return false;
+  w->tok_end = min(kv_len, w->tok_begin + p.chunk_tokens);
+  w->page_base = ld(p.kv_page_indptr, b);
+  w->final_out = kv_len <= p.chunk_tokens;
+  return true;
+}
 
 // Copies the page-table entry of each token of the tile starting at sequence token `first`
 // into the ring slot `slot` (the first V::kTokens lanes, 4 bytes each; entries at or past
@@ -89,36 +115,6 @@ __device__ __forceinline__ void load_kv_tile_bulk(const VerifyKernelParams& p, u
   const char* src = static_cast<const char*>(p.kv) +
                     ((page << p.page_shift) + (t & ((1 << p.page_shift) - 1))) * kRowBytes;
   bulk_copy_g2s(stage + lane * kKVRowBytes, src, kRowBytes, bar);
-}
-
-// The non-finite policy (verify.h) in a tile that reaches the tree. A tree token is masked for
-// some rows of the CTA and seen by others, and a masked row still multiplies its P = 0 by the
-// token's V inside the mma, where 0 x NaN = NaN. So each non-finite value in the V part (the
-// first 512 columns) of the stage's rows from `from` on (the tile's first tree token; rows
-// past the chunk end included) becomes 0, and that row's column 512, which only K has, becomes
-// NaN: a row that sees the token scores NaN and ends NaN as a whole (epilogue), a row that
-// cannot see it multiplies P = 0 by finite values. Prefix tokens need nothing: every row sees
-// them. The caller publishes the stage with a barrier before anything reads it.
-template <typename T, typename V>
-__device__ __forceinline__ void quarantine_tree_rows(uint8_t* stage, int from) {
-  constexpr int kPieces = kVDim * 2 / 16;  // 16-byte pieces of a row's V part
-  constexpr bool kHalf = std::is_same_v<T, __half>;
-  constexpr uint32_t kExp = kHalf ? 0x7c00u : 0x7f80u;  // all set: an infinity or a NaN
-  constexpr uint16_t kNaN = kHalf ? 0x7e00u : 0x7fc0u;
-  for (int i = from * kPieces + static_cast<int>(threadIdx.x); i < V::kTokens * kPieces;
-       i += kThreads) {
-    uint8_t* row = stage + (i / kPieces) * kKVRowBytes;
-    uint32_t* piece = reinterpret_cast<uint32_t*>(row + (i % kPieces) * 16);
-    bool bad = false;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      uint32_t v = piece[k];
-      if ((v & kExp) == kExp) v &= 0xffff0000u, bad = true;
-      if (((v >> 16) & kExp) == kExp) v &= 0x0000ffffu, bad = true;
-      piece[k] = v;
-    }
-    if (bad) *reinterpret_cast<uint16_t*>(row + kVDim * 2) = kNaN;
-  }
 }
 
 // Stages the CTA's kRows query rows in `buf` (rows past the request are zero) and loads this
@@ -332,6 +328,10 @@ template <typename T, typename V>
 __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
                                          const RowState& st, float* s_inv_l, float* s_lse,
                                          const float (&o)[V::kOMTiles][V::kONTiles][4]) {
+  // w.final_out again, from values the loop keeps anyway (kv_len = L + T): a register
+  // holding the flag through the loop spilled the 64-row variants on sm_90 and sm_100, and
+  // reading kv_len again cost a global round trip per CTA (S1 5% slower, H200).
+  const bool final_out = w.prefix + w.rows_b / p.num_heads <= p.chunk_tokens;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane % V::kLanesPerRow == 0) {
     const int row = warp * V::kRowsPerWarp + lane / V::kLanesPerRow;
@@ -371,7 +371,7 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
       for (int nt = 0; nt < V::kONTiles; ++nt) {
         const int col = V::o_col0(warp) + nt * 8 + 2 * (lane % 4);
         const float v0 = o[mt][nt][2 * hi] * inv_l, v1 = o[mt][nt][2 * hi + 1] * inv_l;
-        if (w.final_out) {
+        if (final_out) {
           T* dst = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
                    head * p.out_stride_head + col;
           *reinterpret_cast<uint32_t*>(dst) = pack2<T>(v0, v1);
@@ -384,7 +384,7 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
   }
   if (threadIdx.x < V::kRows && w.row0 + static_cast<int>(threadIdx.x) < w.rows_b) {
     const int64_t grow = static_cast<int64_t>(w.q0) * H + w.row0 + threadIdx.x;
-    if (w.final_out) {
+    if (final_out) {
       if (p.lse != nullptr) p.lse[grow] = s_lse[threadIdx.x] * kLn2;
     } else {
       p.part_lse[blockIdx.y * p.total_rows + grow] = s_lse[threadIdx.x];
