@@ -141,8 +141,11 @@ Status verify_sampling(std::span<const int32_t> qo_indptr, std::span<const int32
 // page_size > 1: moves the KV row of accepted node path[k] (position L_b + path[k]) to position
 // L_b + k, for every request, in the cache itself; rows outside [L_b, L_b + path size) are
 // untouched. The page table is unchanged; pages past the new kv_len can be released by the
-// caller. Everything is validated before the first row moves, so a failed call changes
-// nothing. Works for page_size = 1 as well, though there commit_slots moves no data.
+// caller. The rows of request b's tree (positions [L_b, kv_len_b)) must be b's alone: a
+// tree row listed twice, or one that is also a prefix row of any request, is an error
+// (kv_page_indices); prefix rows may be shared. Everything is validated before the first row
+// moves, so a failed call changes nothing. Works for page_size = 1 as well, though there
+// commit_slots moves no data.
 struct PagedKvCommit {
   int32_t page_size = 0;                     // a power of two in [1, kMaxPageSize]
   std::span<uint16_t> kv_cache;              // [num_pages, page_size, 576] bf16/fp16 bits
@@ -183,7 +186,9 @@ Status commit_kv_paged_cuda(const PagedKvCommit& host, const AcceptedPaths& acce
 // page_size = 1 (SGLang's token-granular pool): each request's token -> slot list is
 // rewritten instead, so no KV data moves. slot_indptr/slots hold request b's kv_len[b] slots
 // (prefix then tree nodes in node order); the result keeps the prefix slots, then the slots
-// of the accepted nodes in path order, and lists the other tree slots as freed.
+// of the accepted nodes in path order, and lists the other tree slots as freed. Tree slots
+// must be distinct across the whole batch and none may be a prefix slot of any request (it
+// would be freed twice, or freed while still in use); prefix slots may be shared.
 struct SlotCommitResult {
   std::vector<int32_t> slot_indptr;  // [B+1]
   std::vector<int32_t> slots;        // request b: new_kv_len[b] slots

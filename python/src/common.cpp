@@ -118,6 +118,28 @@ void require_shape(const nb::ndarray<nb::ro>& a, const char* arg,
   if (!ok) raise_value(arg, fmt::format("shape {}, expected {}]", shape_string(a), want));
 }
 
+ByteRange byte_range(const nb::ndarray<nb::ro>& a) {
+  if (a.size() == 0) return {};
+  const int64_t item = (a.dtype().bits * a.dtype().lanes + 7) / 8;
+  int64_t low = 0, high = 0;  // element offsets of the extreme elements
+  for (size_t i = 0; i < a.ndim(); ++i) {
+    const int64_t span = (static_cast<int64_t>(a.shape(i)) - 1) * a.stride(i);
+    (span < 0 ? low : high) += span;
+  }
+  const auto base = reinterpret_cast<uintptr_t>(a.data());
+  return {base + static_cast<uintptr_t>(low * item),
+          base + static_cast<uintptr_t>((high + 1) * item)};
+}
+
+void require_disjoint(const nb::ndarray<nb::ro>& a, const char* arg,
+                      const nb::ndarray<nb::ro>& other, const char* other_name) {
+  const ByteRange x = byte_range(a), y = byte_range(other);
+  if (x.empty() || y.empty() || x.end <= y.begin || y.end <= x.begin) return;
+  raise_value(arg, fmt::format("shares memory with {} (bytes [{:#x}, {:#x}) and [{:#x}, {:#x})); "
+                               "an output must not overlap another argument of the call",
+                               other_name, x.begin, x.end, y.begin, y.end));
+}
+
 void require_contiguous(const nb::ndarray<nb::ro>& a, const char* arg) {
   if (a.size() == 0) return;  // nothing is addressed; exporters give such arrays any strides
   int64_t expected = 1;

@@ -71,6 +71,21 @@ std::string shape_string(const nb::ndarray<nb::ro>& a);
 void require_contiguous(const nb::ndarray<nb::ro>& a, const char* arg);
 inline std::span<const int32_t> span_of(const HostI32& a) { return {a.data(), a.shape(0)}; }
 
+// The bytes an array's elements occupy, [begin, end) (empty without elements); strides may be
+// negative. Pointers only: a CUDA tensor's range comes from its data pointer, with no sync.
+struct ByteRange {
+  uintptr_t begin = 0, end = 0;
+  bool empty() const { return begin == end; }
+  bool operator==(const ByteRange&) const = default;
+};
+ByteRange byte_range(const nb::ndarray<nb::ro>& a);
+// Raises ValueError naming `arg` when its bytes meet those of `other`: a call that writes
+// `arg` while it reads `other` (or writes it too) would read back its own partial results.
+// Byte ranges, not elements: interleaved views of one buffer are refused as well. Both arrays
+// must already be on one device.
+void require_disjoint(const nb::ndarray<nb::ro>& a, const char* arg,
+                      const nb::ndarray<nb::ro>& other, const char* other_name);
+
 treeverify::DType parse_dtype(const std::string& name);
 
 // A new 1-D numpy array that owns `values` (moved, not copied).

@@ -6,7 +6,9 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <initializer_list>
 #include <optional>
+#include <utility>
 
 #include "common.h"
 #include "device.h"
@@ -15,6 +17,30 @@ namespace tvpy {
 namespace {
 
 using namespace treeverify;
+using Named = std::pair<const nb::ndarray<nb::ro>*, const char*>;
+
+// merge.h lets an output alias an input exactly: every element (and lse) is read before the
+// same element is written. Any other overlap would read values already overwritten. The
+// arrays are contiguous with one shape by now, so one byte range means one layout.
+void require_alias_or_disjoint(const nb::ndarray<nb::ro>& out, const char* arg,
+                               const nb::ndarray<nb::ro>& in, const char* in_name) {
+  const ByteRange x = byte_range(out), y = byte_range(in);
+  if (x == y || x.empty() || y.empty() || x.end <= y.begin || y.end <= x.begin) return;
+  raise_value(arg, fmt::format("partly overlaps {} in memory; an output may alias an input "
+                               "exactly (in place), but not in part",
+                               in_name));
+}
+
+// Outputs against every other argument: exact aliasing of the matching input, nothing else.
+void check_overlaps(const nb::ndarray<nb::ro>& v_out, const nb::ndarray<nb::ro>* s_out,
+                    std::initializer_list<Named> values, std::initializer_list<Named> lses) {
+  for (auto [a, name] : values) require_alias_or_disjoint(v_out, "v_merged", *a, name);
+  for (auto [a, name] : lses) require_disjoint(v_out, "v_merged", *a, name);
+  if (s_out == nullptr) return;
+  require_disjoint(*s_out, "s_merged", v_out, "v_merged");
+  for (auto [a, name] : lses) require_alias_or_disjoint(*s_out, "s_merged", *a, name);
+  for (auto [a, name] : values) require_disjoint(*s_out, "s_merged", *a, name);
+}
 
 void merge_state(InArray v_a, InArray s_a, InArray v_b, InArray s_b, OutArray v_out_rw,
                  std::optional<OutArray> s_out_rw, const std::string& dtype, uintptr_t stream) {
@@ -24,8 +50,7 @@ void merge_state(InArray v_a, InArray s_a, InArray v_b, InArray s_b, OutArray v_
   if (v_a.ndim() < 1 || v_a.shape(v_a.ndim() - 1) == 0)
     raise_value("v_a", fmt::format("shape {}: expected [..., D] with D >= 1", shape_string(v_a)));
   const size_t lead = v_a.ndim() - 1;
-  for (auto [a, name] :
-       {std::pair<const nb::ndarray<nb::ro>*, const char*>{&v_b, "v_b"}, {&v_out, "v_out"}}) {
+  for (auto [a, name] : {Named{&v_b, "v_b"}, Named{&v_out, "v_merged"}}) {
     require_location(*a, name, where);
     require_half(*a, name, type);
     bool same = a->ndim() == v_a.ndim();
@@ -34,10 +59,9 @@ void merge_state(InArray v_a, InArray s_a, InArray v_b, InArray s_b, OutArray v_
       raise_value(name,
                   fmt::format("shape {}, expected v_a's {}", shape_string(*a), shape_string(v_a)));
   }
-  std::vector<std::pair<const nb::ndarray<nb::ro>*, const char*>> lses = {{&s_a, "s_a"},
-                                                                          {&s_b, "s_b"}};
+  std::vector<Named> lses = {{&s_a, "s_a"}, {&s_b, "s_b"}};
   std::optional<nb::ndarray<nb::ro>> s_out;
-  if (s_out_rw) lses.emplace_back(&s_out.emplace(*s_out_rw), "s_out");
+  if (s_out_rw) lses.emplace_back(&s_out.emplace(*s_out_rw), "s_merged");
   for (auto [a, name] : lses) {
     require_location(*a, name, where);
     require_float32(*a, name);
@@ -50,7 +74,9 @@ void merge_state(InArray v_a, InArray s_a, InArray v_b, InArray s_b, OutArray v_
   }
   require_contiguous(v_a, "v_a");
   require_contiguous(v_b, "v_b");
-  require_contiguous(v_out, "v_out");
+  require_contiguous(v_out, "v_merged");
+  check_overlaps(v_out, s_out ? &*s_out : nullptr, {{&v_a, "v_a"}, {&v_b, "v_b"}},
+                 {{&s_a, "s_a"}, {&s_b, "s_b"}});
 
   const MergeStateArgs args{
       .num_rows = static_cast<int64_t>(s_a.size()),

@@ -118,12 +118,20 @@ class PyPlan {
     VerifyTensors t{.q = q.data(), .kv_cache = kv_cache.data(), .out = out_rw.data()};
     half_strides(q, "q", &t.q_stride_token, &t.q_stride_head);
     half_strides(out, "out", &t.out_stride_token, &t.out_stride_head);
+    // The backends read q and kv_cache while they write out and lse (the CPU one tile by
+    // tile, the GPU one from many CTAs at once): an output overlapping anything else of the
+    // call would mix written results into what is still to be read.
+    require_disjoint(out, "out", q, "q");
+    require_disjoint(out, "out", kv_cache, "kv_cache");
     if (lse_rw) {
       const nb::ndarray<nb::ro> lse(*lse_rw);
       require_location(lse, "lse", where_);
       require_float32(lse, "lse");
       require_shape(lse, "lse", {plan_.total_q, plan_.num_heads});
       require_contiguous(lse, "lse");
+      require_disjoint(lse, "lse", out, "out");
+      require_disjoint(lse, "lse", q, "q");
+      require_disjoint(lse, "lse", kv_cache, "kv_cache");
       t.lse = static_cast<float*>(lse_rw->data());
     }
     const auto& idx = where_.cuda() ? device_index_ : host_index_pointers();

@@ -117,3 +117,173 @@ def test_merge_state_errors():
         tv.merge_state(v, s, v.astype(np.float32), s)
     with pytest.raises(TypeError, match=r"argument 's_a': dtype float64"):
         tv.merge_state(v, s.astype(np.float64), v, s)
+
+
+def fp16_case():
+    return make_case(np.random.default_rng(2), prefix_lens=[10, 4], tree_sizes=[4, 3],
+                     num_heads=2, page_size=4, dtype="fp16")
+
+
+def verify_outputs():
+    """Preallocated fp16 out and lse holding sentinels, to see that a refused call wrote nothing."""
+    return np.full((7, 2, 512), 7.0, np.float16), np.full((7, 2), 5.0, np.float32)
+
+
+def unchanged(out, lse):
+    return (out == 7.0).all() and (lse == 5.0).all()
+
+
+def test_q_kv_cache_and_out_must_share_one_dtype():
+    # ml_dtypes bfloat16 reaches the extension as uint16 bits: only the Python layer still sees
+    # that it is not fp16, and must refuse it rather than read bf16 bits as fp16.
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    c = fp16_case()
+    meta = [c[a] for a in ARGS]
+    bf16_kv = c["kv_cache"].view(np.uint16).view(ml_dtypes.bfloat16)
+    out, lse = verify_outputs()
+    with pytest.raises(TypeError, match=r"argument 'kv_cache': dtype bfloat16, expected fp16"):
+        tv.mla_verify(c["q"], bf16_kv, *meta, 0.1, out=out, lse=lse)
+    assert unchanged(out, lse)
+    bf16_out = np.zeros((7, 2, 512), ml_dtypes.bfloat16)
+    with pytest.raises(TypeError, match=r"argument 'out': dtype bfloat16, expected fp16"):
+        tv.mla_verify(c["q"], c["kv_cache"], *meta, 0.1, out=bf16_out, lse=lse)
+    assert (bf16_out.view(np.uint16) == 0).all() and unchanged(out, lse)
+    p = tv.plan(*meta, num_heads=2, page_size=4, num_pages=c["kv_cache"].shape[0], dtype="fp16",
+                softmax_scale=0.1)
+    with pytest.raises(TypeError, match=r"argument 'q': dtype bfloat16, expected fp16"):
+        p.run(c["q"].view(np.uint16).view(ml_dtypes.bfloat16), c["kv_cache"], out=out, lse=lse)
+    assert unchanged(out, lse)
+
+
+def test_plan_run_dtype_must_be_the_plans():
+    c = fp16_case()
+    p = tv.plan(*(c[a] for a in ARGS), num_heads=2, page_size=4,
+                num_pages=c["kv_cache"].shape[0], dtype="bf16", softmax_scale=0.1)
+    out, lse = np.full((7, 2, 512), 0x7FC1, np.uint16), np.full((7, 2), 5.0, np.float32)
+    with pytest.raises(TypeError, match=r"argument 'q': dtype float16, expected bf16"):
+        p.run(c["q"], c["kv_cache"].view(np.uint16), out=out, lse=lse)
+    assert (out == 0x7FC1).all() and (lse == 5.0).all()
+
+
+def test_merge_state_ml_dtypes_bfloat16():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(3)
+    va, vb = (rng.standard_normal((3, 2, 8)).astype(ml_dtypes.bfloat16) for _ in range(2))
+    sa, sb = (rng.standard_normal((3, 2)).astype(np.float32) for _ in range(2))
+    v, s = tv.merge_state(va, sa, vb, sb)  # the dtype comes from the arrays, as in mla_verify
+    bits, s_bits = tv.merge_state(va.view(np.uint16), sa, vb.view(np.uint16), sb, dtype="bf16")
+    assert v.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(v.view(np.uint16), bits)
+    np.testing.assert_array_equal(s, s_bits)
+    v_out, s_out = np.full((3, 2, 8), 7.0, np.float16), np.full((3, 2), 5.0, np.float32)
+    with pytest.raises(TypeError, match=r"argument 'v_b': dtype float16, expected bf16"):
+        tv.merge_state(va, sa, vb.astype(np.float16), sb, v_merged=v_out, s_merged=s_out)
+    with pytest.raises(TypeError, match=r"argument 'v_merged': dtype float16, expected bf16"):
+        tv.merge_state(va, sa, vb, sb, v_merged=v_out, s_merged=s_out)
+    with pytest.raises(TypeError, match=r"argument 'v_a': dtype bfloat16, expected fp16"):
+        tv.merge_state(va, sa, vb, sb, v_merged=v_out, s_merged=s_out, dtype="fp16")
+    assert (v_out == 7.0).all() and (s_out == 5.0).all()
+
+
+def test_merge_state_uint16_needs_dtype():
+    v = np.zeros((3, 8), np.uint16)
+    s = np.zeros(3, np.float32)
+    with pytest.raises(TypeError, match=r"argument 'dtype': uint16 arrays hold bf16 or fp16 bits"):
+        tv.merge_state(v, s, v, s)
+
+
+PLAN_KW = dict(num_heads=2, page_size=4, num_pages=20, dtype="bf16", softmax_scale=0.1)
+
+
+SCALAR_CASES = [
+    ("num_heads", 2.9, TypeError, r"argument 'num_heads': 2.9 \(float\), expected an integer"),
+    ("num_heads", 2**31, ValueError, r"argument 'num_heads': 2147483648 is out of range \(int32"),
+    ("num_heads", True, TypeError, r"argument 'num_heads': True \(bool\)"),
+    ("page_size", np.float64(4.0), TypeError, r"argument 'page_size': .*expected an integer"),
+    ("num_pages", 2**64, ValueError, r"argument 'num_pages': 18446744073709551616 is out of range"),
+    ("softmax_scale", "0.1", TypeError, r"argument 'softmax_scale': '0.1' \(str\), expected"),
+    ("softmax_scale", 10**400, ValueError, r"argument 'softmax_scale': .* out of range"),
+    ("num_threads", 1.5, TypeError, r"argument 'num_threads'"),
+    ("round_p", "no", TypeError, r"argument 'round_p': 'no' \(str\), expected True or False"),
+    ("force_config_arch", 2**40, ValueError, r"argument 'force_config_arch'"),
+    ("backend", 1, TypeError, r"argument 'backend': 1 \(int\), expected a string"),
+    ("device", 2**40, ValueError, r"argument 'device': 1099511627776 is out of range"),
+    ("device", "cuda:99999999999", ValueError, r"argument 'device': 99999999999 is out of range"),
+]
+
+
+@pytest.mark.parametrize("name, value, error, message", SCALAR_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(SCALAR_CASES)])
+def test_plan_scalars_are_checked_not_converted(case, name, value, error, message):
+    meta = [case[a] for a in ARGS]
+    with pytest.raises(error, match=message):
+        tv.plan(*meta, **dict(PLAN_KW, **{name: value}))
+
+
+def test_numpy_scalars_are_accepted(case):
+    meta = [case[a] for a in ARGS]
+    p = tv.plan(*meta, num_heads=np.int64(2), page_size=np.int32(4),
+                num_pages=np.uint64(case["kv_cache"].shape[0]), dtype="bf16",
+                softmax_scale=np.float32(0.1), round_p=np.bool_(False))
+    assert p.num_heads == 2 and p.page_size == 4
+
+
+def test_mla_verify_scalars(case):
+    out, lse = np.full((7, 2, 512), 0x7FC1, np.uint16), np.full((7, 2), 5.0, np.float32)
+    with pytest.raises(TypeError, match=r"argument 'softmax_scale': '0.1'"):
+        call(case, softmax_scale="0.1", out=out, lse=lse)
+    p = tv.plan(*(case[a] for a in ARGS), **dict(PLAN_KW, num_pages=case["kv_cache"].shape[0]))
+    with pytest.raises(ValueError, match=r"argument 'stream': -1 is out of range \(uint64"):
+        p.run(case["q"], case["kv_cache"], out=out, lse=lse, stream=-1)
+    assert (out == 0x7FC1).all() and (lse == 5.0).all()
+
+
+def test_outputs_must_not_overlap_the_inputs(case):
+    """The backends read q and kv_cache while they write out and lse: sharing memory would give
+    garbage, so it is refused before anything is written."""
+    kv = case["kv_cache"]
+    kv_before, q_before = kv.copy(), case["q"].copy()
+    lse = np.full((7, 2), 5.0, np.float32)
+    out_in_kv = kv.reshape(-1)[: 7 * 2 * 512].reshape(7, 2, 512)
+    with pytest.raises(ValueError, match=r"argument 'out': shares memory with kv_cache"):
+        call(case, out=out_in_kv, lse=lse)
+    out_in_q = case["q"][:, :, :512]  # a view of q's first 512 columns
+    with pytest.raises(ValueError, match=r"argument 'out': shares memory with q"):
+        call(case, out=out_in_q, lse=lse)
+    out = np.full((7, 2, 512), 0x7FC1, np.uint16)
+    lse_in_out = out.reshape(-1).view(np.float32)[:14].reshape(7, 2)
+    with pytest.raises(ValueError, match=r"argument 'lse': shares memory with out"):
+        call(case, out=out, lse=lse_in_out)
+    lse_in_kv = kv.reshape(-1).view(np.float32)[100:114].reshape(7, 2)
+    with pytest.raises(ValueError, match=r"argument 'lse': shares memory with kv_cache"):
+        call(case, lse=lse_in_kv)
+    assert (kv == kv_before).all() and (case["q"] == q_before).all()
+    assert (out == 0x7FC1).all() and (lse == 5.0).all()
+
+
+def test_merge_state_outputs_alias_exactly_or_not_at_all():
+    rng = np.random.default_rng(8)
+    buf = rng.standard_normal((5, 8)).astype(np.float16)
+    vb = rng.standard_normal((4, 8)).astype(np.float16)
+    s = np.zeros(5, np.float32)
+    buf_before, s_before = buf.copy(), s.copy()
+    with pytest.raises(ValueError, match=r"argument 'v_merged': partly overlaps v_a in memory"):
+        tv.merge_state(buf[:4], s[:4], vb, s[:4], v_merged=buf[1:],
+                       s_merged=np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match=r"argument 's_merged': partly overlaps s_b in memory"):
+        tv.merge_state(vb, s[:4], vb, s[1:], v_merged=np.zeros((4, 8), np.float16),
+                       s_merged=s[:4])
+    s_in_v = buf.reshape(-1).view(np.float32)[:4]
+    with pytest.raises(ValueError, match=r"argument 's_merged': shares memory with v_a"):
+        tv.merge_state(buf[:4], s[:4], vb, s[:4], v_merged=np.zeros((4, 8), np.float16),
+                       s_merged=s_in_v)
+    with pytest.raises(ValueError, match=r"argument 's_merged': shares memory with v_merged"):
+        tv.merge_state(vb, s[:4], vb, s[:4], v_merged=buf[:4], s_merged=s_in_v)
+    assert (buf == buf_before).all() and (s == s_before).all()
+    # Exact aliasing is in place, as merge.h allows: the result equals the out-of-place one.
+    want_v, want_s = tv.merge_state(buf[:4], s[:4], vb, s[1:])
+    va, sa = buf[:4].copy(), s[:4].copy()
+    got_v, got_s = tv.merge_state(va, sa, vb, s[1:], v_merged=va, s_merged=sa)
+    assert got_v is va and got_s is sa
+    np.testing.assert_array_equal(va, want_v)
+    np.testing.assert_array_equal(sa, want_s)

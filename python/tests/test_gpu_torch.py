@@ -165,3 +165,31 @@ def test_cpu_torch_tensors_use_the_cpu_backend():
     assert out.device.type == "cpu"
     ref_out, ref_lse = torch_reference(c)
     check(out, lse, ref_out.cpu(), ref_lse.cpu())
+
+
+def test_dtype_mismatch_and_overlapping_outputs_are_refused():
+    # Overlap is decided from the tensors' data pointers and strides: nothing is synchronized,
+    # and nothing is written when the call is refused.
+    c = make_case(5, [40], [6], num_heads=2, page_size=8, dtype=torch.float16)
+    meta = [c[k] for k in META]
+    kv, scale = c["kv_cache"], c["softmax_scale"]
+    kv_before = kv.clone()
+    out = torch.full((6, 2, 512), 7.0, dtype=torch.float16, device="cuda")
+    lse = torch.full((6, 2), 5.0, device="cuda")
+    with pytest.raises(TypeError, match=r"argument 'kv_cache': dtype bfloat16, expected fp16"):
+        tv.mla_verify(c["q"], kv.bfloat16(), *meta, scale, out=out, lse=lse)
+    with pytest.raises(ValueError, match=r"argument 'out': shares memory with kv_cache"):
+        tv.mla_verify(c["q"], kv, *meta, scale, out=kv.view(-1)[: 6 * 2 * 512].view(6, 2, 512),
+                      lse=lse)
+    with pytest.raises(ValueError, match=r"argument 'lse': shares memory with out"):
+        tv.mla_verify(c["q"], kv, *meta, scale, out=out,
+                      lse=out.view(-1).view(torch.float32)[:12].view(6, 2))
+    torch.cuda.synchronize()
+    assert torch.equal(kv, kv_before) and (out == 7).all() and (lse == 5).all()
+    va = torch.randn(5, 8, device="cuda").bfloat16()
+    s = torch.zeros(5, device="cuda")
+    va_before = va.clone()
+    with pytest.raises(ValueError, match=r"argument 'v_merged': partly overlaps v_a"):
+        tv.merge_state(va[:4], s[:4], va[1:], s[1:], v_merged=va[1:])
+    torch.cuda.synchronize()
+    assert torch.equal(va, va_before)

@@ -92,3 +92,87 @@ def test_custom_mask_round_trip():
     bad[rng.integers(0, 4)] = False  # request 0 loses a prefix token
     with pytest.raises(ValueError, match=r"argument 'custom_mask'"):
         tv.parents_from_custom_mask(qo_indptr, kv_len, indptr, bad)
+
+
+@pytest.mark.parametrize("value, shown", [(2, "2"), (256, "256"), (0.5, "0.5"), (-1, "-1"),
+                                          (np.nan, "nan")])
+def test_custom_mask_values_other_than_0_and_1_are_refused(value, shown):
+    # One request, kv_len 3 (a prefix of 1, a chain of 2): the exact tree mask is 1 0 / 1 1 ...
+    qo_indptr, kv_len, indptr = [0, 2], [3], [0, 6]
+    good = np.array([1, 1, 0, 1, 1, 1], np.float64 if isinstance(value, float) else np.int64)
+    np.testing.assert_array_equal(tv.parents_from_custom_mask(qo_indptr, kv_len, indptr, good),
+                                  [-1, 0])
+    bad = good.copy()
+    bad[4] = value  # before: 2 read as 'visible', 256 and 0.5 as 'hidden' (cast to uint8)
+    with pytest.raises(ValueError, match=rf"argument 'custom_mask': value {shown} at index 4, "
+                                         r"expected 0 or 1"):
+        tv.parents_from_custom_mask(qo_indptr, kv_len, indptr, bad)
+    with pytest.raises(TypeError, match=r"argument 'custom_mask': dtype <U1"):
+        tv.parents_from_custom_mask(qo_indptr, kv_len, indptr, np.array(list("110111")))
+
+
+def test_build_tree_scalars_and_token_ids_are_checked():
+    with pytest.raises(TypeError, match=r"argument 'budget': 7.9 \(float\), expected an integer"):
+        tv.build_tree(LOG_PROBS, TOKEN_IDS, budget=7.9)
+    with pytest.raises(ValueError, match=r"argument 'root_token': 4294967296 is out of range"):
+        tv.build_tree(LOG_PROBS, TOKEN_IDS, budget=4, root_token=2**32)
+    ids = TOKEN_IDS.astype(np.int64)
+    ids[1, 0] = 2**32 + 5  # was taken as token 5
+    with pytest.raises(ValueError, match=r"argument 'token_ids': value 4294967301 at index "
+                                         r"\[1, 0\] is outside int32"):
+        tv.build_tree(LOG_PROBS, ids, budget=4)
+    with pytest.raises(TypeError, match=r"argument 'token_ids': dtype float64"):
+        tv.build_tree(LOG_PROBS, TOKEN_IDS + 0.5, budget=4)
+    with pytest.raises(TypeError, match=r"argument 'budgets\[1\]': 2.5 \(float\)"):
+        tv.build_trees([(LOG_PROBS, TOKEN_IDS, 5), (LOG_PROBS, TOKEN_IDS, 7)], [4, 2.5])
+    with pytest.raises(ValueError, match=r"argument 'drafts\[0\].token_ids': value"):
+        tv.build_trees([(LOG_PROBS, ids, 5)], [4])
+    t = tv.build_tree(LOG_PROBS, TOKEN_IDS.astype(np.uint64), budget=np.int64(4),
+                      root_token=np.int32(5))  # numpy integers are integers
+    np.testing.assert_array_equal(t.tokens, TOKENS)
+
+
+def test_verify_sampling_seed_is_checked():
+    probs = np.full((4, 128), 1 / 128, np.float32)
+    with pytest.raises(ValueError, match=r"argument 'seed': -1 is out of range \(uint64"):
+        tv.verify_sampling([0, 4], PARENTS, TOKENS, probs, seed=-1)
+    with pytest.raises(TypeError, match=r"argument 'seed': 1.5 \(float\)"):
+        tv.verify_sampling([0, 4], PARENTS, TOKENS, probs, seed=1.5)
+    with pytest.raises(ValueError, match=r"argument 'scheme': \['deterministic'\]"):
+        tv.verify_sampling([0, 4], PARENTS, TOKENS, probs, scheme=["deterministic"])
+
+
+def test_commit_slots_tree_slots_are_checked_across_the_batch():
+    # Two requests with PARENTS' tree, each a prefix of 2 slots; request 1's node 2 reuses
+    # request 0's tree slot 202, which both would otherwise free.
+    acc = tv.AcceptedPaths(np.array([0, 3, 6]), np.array([0, 1, 3, 0, 1, 3]), np.array([9, 9]))
+    slots = np.array([100, 101, 200, 201, 202, 203, 110, 111, 300, 301, 202, 303], np.int32)
+    before = slots.copy()
+    args = ([0, 6, 12], slots, [6, 6], [0, 4, 8], PARENTS + PARENTS, acc)
+    with pytest.raises(ValueError, match=r"argument 'slots': tree slot 202 listed twice: "
+                                         r"request 0 node 2 and request 1 node 2"):
+        tv.commit_slots(*args)
+    slots[10] = 101  # request 0's prefix slot, freed while request 0 still reads it
+    with pytest.raises(ValueError, match=r"argument 'slots': tree slot 101 \(request 1 node 2\) "
+                                         r"is also a prefix slot of request 0"):
+        tv.commit_slots(*args)
+    slots[10] = 302
+    r = tv.commit_slots(*args)
+    np.testing.assert_array_equal(r.freed_slots, [202, 302])
+    np.testing.assert_array_equal(slots[:10], before[:10])
+
+
+def test_commit_kv_paged_refuses_tree_pages_shared_between_requests():
+    # Two requests with PARENTS' tree at page_size 2, each a prefix of 2 (page A) then the tree
+    # (pages B, C). Request 1 lists request 0's last page as its own: its commit would
+    # overwrite request 0's tree rows.
+    kv = np.arange(6 * 2 * 576, dtype=np.uint16).reshape(6, 2, 576)
+    before = kv.copy()
+    acc = tv.AcceptedPaths(np.array([0, 3, 6]), np.array([0, 1, 3, 0, 1, 3]), np.array([9, 9]))
+    args = ([0, 3, 6], [0, 1, 2, 3, 4, 2], [6, 6], [0, 4, 8], PARENTS + PARENTS, acc)
+    with pytest.raises(ValueError, match=r"argument 'kv_page_indices': request 0 position 4 and "
+                                         r"request 1 position 4 are both tree rows in page 2"):
+        tv.commit_kv_paged(kv, *args)
+    np.testing.assert_array_equal(kv, before)
+    shared_prefix = ([0, 3, 6], [0, 1, 2, 0, 4, 5], [6, 6], [0, 4, 8], PARENTS + PARENTS, acc)
+    np.testing.assert_array_equal(tv.commit_kv_paged(kv, *shared_prefix), [5, 5])

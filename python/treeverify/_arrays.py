@@ -3,6 +3,7 @@
 Nothing here imports torch or cupy at module load: a tensor's framework is recognized by the
 module of its type, and that framework (already imported by the caller) allocates outputs.
 """
+import numbers
 import sys
 
 import numpy as np
@@ -54,6 +55,28 @@ def dtype_name(x, dtype=None):
                     "bfloat16 or float16 (or uint16 bits with dtype=)")
 
 
+_HALF_KINDS = {"bfloat16": "bf16", "float16": "fp16"}
+_HALF_NAMES = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+def half_kind(x):
+    """'bf16' or 'fp16' when x's element type says so (torch, numpy, ml_dtypes, cupy, jax);
+    None otherwise, uint16 bits included (they take the dtype of the call)."""
+    return _HALF_KINDS.get(str(getattr(x, "dtype", "")).replace("torch.", ""))
+
+
+def require_half_dtypes(expected, arrays):
+    """Every typed 16-bit array of `arrays` ((name, array) pairs) must be `expected` ('bf16' or
+    'fp16'); uint16 arrays hold bits and pass. Checked here, not only in the extension: raw()
+    hands it ml_dtypes bfloat16 arrays as uint16, so a bf16 cache next to fp16 q would
+    otherwise be read as fp16."""
+    for name, x in arrays:
+        kind = half_kind(x)
+        if kind is not None and kind != expected:
+            raise TypeError(f"invalid argument: argument '{name}': dtype {_HALF_NAMES[kind]}, "
+                            f"expected {expected} (the arrays of one call share one dtype)")
+
+
 def empty(like, shape, float32=False):
     """A new array from the framework of `like`, on its device: `like`'s dtype, or float32."""
     fw = _framework(like)
@@ -70,6 +93,53 @@ def empty(like, shape, float32=False):
                     f"{type(like).__name__} arrays; pass out= and lse=")
 
 
+# The C++ types scalar arguments are converted to; a value outside them would otherwise reach
+# nanobind, which answers with a dump of every overload instead of naming the argument.
+INT32, INT64, UINT64 = (-2**31, 2**31), (-2**63, 2**63), (0, 2**64)
+_RANGE_NAMES = {INT32: "int32", INT64: "int64", UINT64: "uint64"}
+
+
+def check_int(value, name, bounds=INT32):
+    """value as a Python int: a Python or numpy integer within [lo, hi) = bounds. Floats are
+    refused rather than truncated (num_heads=2.9 is a mistake, not 2), and so are bools."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"invalid argument: argument '{name}': {value!r} ({type(value).__name__}),"
+                        " expected an integer")
+    value = int(value)
+    lo, hi = bounds
+    if not lo <= value < hi:
+        kind = _RANGE_NAMES.get(bounds)
+        limits = f"{kind}: [{lo}, {hi - 1}]" if kind else f"[{lo}, {hi - 1}]"
+        raise ValueError(f"invalid argument: argument '{name}': {value} is out of range ({limits})")
+    return value
+
+
+def check_real(value, name):
+    """value as a float: a real number (Python or numpy; not a string or a bool)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"invalid argument: argument '{name}': {value!r} ({type(value).__name__}),"
+                        " expected a real number")
+    try:
+        return float(value)
+    except OverflowError:  # a Python int too large for a double
+        raise ValueError(f"invalid argument: argument '{name}': {value} is out of range for a "
+                         "float") from None
+
+
+def check_bool(value, name):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"invalid argument: argument '{name}': {value!r} ({type(value).__name__}),"
+                        " expected True or False")
+    return bool(value)
+
+
+def check_str(value, name):
+    if not isinstance(value, str):
+        raise TypeError(f"invalid argument: argument '{name}': {value!r} ({type(value).__name__}),"
+                        " expected a string")
+    return value
+
+
 def stream_handle(stream, device):
     """The cudaStream_t (as an int) for a CUDA call on `device`.
 
@@ -81,8 +151,8 @@ def stream_handle(stream, device):
         if torch is not None and device[0] == "cuda" and torch.cuda.is_available():
             return int(torch.cuda.current_stream(device[1]).cuda_stream)
         return 0
-    if isinstance(stream, int):
-        return stream
+    if isinstance(stream, (int, np.integer)) and not isinstance(stream, (bool, np.bool_)):
+        return check_int(stream, "stream", UINT64)
     for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
         if hasattr(stream, attr):
             return int(getattr(stream, attr))
@@ -90,26 +160,36 @@ def stream_handle(stream, device):
                     "a torch.cuda.Stream, a cupy Stream or an int cudaStream_t")
 
 
-def host_i32(x, name):
-    """A contiguous int32 numpy copy (or view) of an index array from any framework; device
-    arrays are copied to the host (plan time only)."""
+def host_array(x):
+    """A numpy array (a view where possible) of any framework's array or a list; device arrays
+    are copied to the host."""
     if _framework(x) == "torch":
         x = x.detach().cpu().numpy()
     elif _framework(x) == "cupy":
         x = x.get()
-    a = np.asarray(x)
+    return np.asarray(x)
+
+
+def host_i32(x, name, ndim=1):
+    """A contiguous int32 numpy copy (or view) of an index array from any framework (plan
+    time only). Values outside int32 are an error, never wrapped (2**32 + 5 is not 5)."""
+    a = host_array(x)
+    if a.ndim != ndim:
+        _bad_ndim(a, name, ndim)
     if a.dtype == np.int32:
-        return np.ascontiguousarray(a).reshape(-1) if a.ndim == 1 else _bad_ndim(a, name)
+        return np.ascontiguousarray(a)
     if a.size and a.dtype.kind not in "iu":
         raise TypeError(f"invalid argument: argument '{name}': dtype {a.dtype}, expected an "
                         "integer array (int32)")
-    if a.ndim != 1:
-        _bad_ndim(a, name)
-    if a.size and (a.min() < -2**31 or a.max() >= 2**31):
-        raise ValueError(f"invalid argument: argument '{name}': values outside int32")
+    outside = np.flatnonzero((a < -2**31) | (a >= 2**31))
+    if outside.size:
+        where = np.unravel_index(outside[0], a.shape)
+        raise ValueError(f"invalid argument: argument '{name}': value {a[where]} at index "
+                         f"{list(map(int, where)) if a.ndim > 1 else int(where[0])} is outside "
+                         f"int32 ({outside.size} such values)")
     return np.ascontiguousarray(a, dtype=np.int32)
 
 
-def _bad_ndim(a, name):
+def _bad_ndim(a, name, ndim):
     raise ValueError(f"invalid argument: argument '{name}': shape {list(a.shape)}, expected a "
-                     "1-D array")
+                     f"{ndim}-D array")

@@ -20,7 +20,7 @@ def _i32(x, name):
 
 
 def _f32_2d(x, name):
-    a = np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x)
+    a = _arrays.host_array(x)
     if a.ndim != 2:
         raise ValueError(f"invalid argument: argument '{name}': shape {list(a.shape)}, expected "
                          "a 2-D array")
@@ -55,12 +55,28 @@ def build_ancestor_mask(qo_indptr, parents):
 
 def parents_from_custom_mask(qo_indptr, kv_len, mask_indptr, custom_mask):
     """SGLang's flat bool custom_mask (request b: [T_b, kv_len[b]] row-major from
-    mask_indptr[b]) -> parents; anything that is not exactly a tree mask is refused."""
-    m = np.asarray(custom_mask.detach().cpu().numpy() if hasattr(custom_mask, "detach")
-                   else custom_mask)
-    m = np.ascontiguousarray(m.reshape(-1)).astype(np.uint8, copy=False)
+    mask_indptr[b]) -> parents; anything that is not exactly a tree mask is refused. The mask
+    is bool or holds only 0 and 1 (any numeric dtype)."""
+    m = _mask_u8(custom_mask)
     return _ext.parents_from_custom_mask(_i32(qo_indptr, "qo_indptr"), _i32(kv_len, "kv_len"),
                                          _i32(mask_indptr, "mask_indptr"), m)
+
+
+def _mask_u8(custom_mask):
+    """The flat mask as uint8 0/1. Values other than 0 and 1 are refused before the cast:
+    uint8 would turn 256 and 0.5 into 0 and 2 into a value the tree check reads as 'visible',
+    so the error would point at the wrong place or not come at all."""
+    m = _arrays.host_array(custom_mask).reshape(-1)
+    if m.dtype != np.bool_:
+        if m.dtype.kind not in "iuf":
+            raise TypeError(f"invalid argument: argument 'custom_mask': dtype {m.dtype}, expected "
+                            "bool (or 0/1 numbers)")
+        bad = np.flatnonzero((m != 0) & (m != 1))  # NaN is neither
+        if bad.size:
+            first = bad[0]
+            raise ValueError(f"invalid argument: argument 'custom_mask': value {m[first].item()} "
+                             f"at index {first}, expected 0 or 1 ({bad.size} such values)")
+    return np.ascontiguousarray(m).astype(np.uint8, copy=False)
 
 
 def custom_mask_from_parents(qo_indptr, kv_len, parents):
@@ -74,14 +90,16 @@ def build_tree(log_probs, token_ids, budget, root_token=0):
     """DDTree: the budget - 1 most probable draft prefixes under the product of per-depth
     marginals, as a tree under the root. log_probs / token_ids [L, K], rows sorted best first.
     -> DraftTree(parents, tokens, depths, scores), node 0 the root."""
-    lp = _f32_2d(log_probs, "log_probs")
-    ids = np.asarray(token_ids.detach().cpu().numpy() if hasattr(token_ids, "detach")
-                     else token_ids)
-    if ids.ndim != 2:
-        raise ValueError(f"invalid argument: argument 'token_ids': shape {list(ids.shape)}, "
-                         "expected [L, K]")
-    ids = np.ascontiguousarray(ids, dtype=np.int32)
-    return DraftTree(*_ext.build_tree(lp, ids, int(budget), int(root_token)))
+    return _build_tree(log_probs, token_ids, budget, root_token,
+                       ("log_probs", "token_ids", "budget", "root_token"))
+
+
+def _build_tree(log_probs, token_ids, budget, root_token, names):
+    """build_tree with its errors naming `names` (build_trees names drafts[b] and budgets[b])."""
+    lp = _f32_2d(log_probs, names[0])
+    ids = _arrays.host_i32(token_ids, names[1], ndim=2)  # 2**32 + 5 is an error, not token 5
+    return DraftTree(*_ext.build_tree(lp, ids, _arrays.check_int(budget, names[2]),
+                                      _arrays.check_int(root_token, names[3])))
 
 
 def build_trees(drafts, budgets):
@@ -90,7 +108,10 @@ def build_trees(drafts, budgets):
     if len(drafts) != len(budgets):
         raise ValueError(f"invalid argument: argument 'budgets': {len(budgets)} budgets for "
                          f"{len(drafts)} drafts")
-    trees = [build_tree(lp, ids, budget, root) for (lp, ids, root), budget in zip(drafts, budgets)]
+    trees = [_build_tree(lp, ids, budget, root, (f"drafts[{b}].log_probs",
+                                                 f"drafts[{b}].token_ids", f"budgets[{b}]",
+                                                 f"drafts[{b}].root_token"))
+             for b, ((lp, ids, root), budget) in enumerate(zip(drafts, budgets))]
     sizes = [len(t.parents) for t in trees]
     qo_indptr = np.zeros(len(trees) + 1, dtype=np.int32)
     qo_indptr[1:] = np.cumsum(sizes)
@@ -114,13 +135,14 @@ def verify_sampling(qo_indptr, parents, tokens, target_probs, draft_probs=None,
                     scheme="deterministic", seed=0):
     """Rejection sampling down the tree, exact for the drafting scheme: 'deterministic',
     'with_replacement' or 'without_replacement' (see ddtree.h). probs [total_q, V]."""
-    if scheme not in _SCHEMES:
+    if not isinstance(scheme, str) or scheme not in _SCHEMES:
         raise ValueError(f"invalid argument: argument 'scheme': {scheme!r} (expected one of "
                          f"{', '.join(_SCHEMES)})")
     draft = None if draft_probs is None else _f32_2d(draft_probs, "draft_probs")
     return AcceptedPaths(*_ext.verify_sampling(
         _i32(qo_indptr, "qo_indptr"), _i32(parents, "parents"), _i32(tokens, "tokens"),
-        _f32_2d(target_probs, "target_probs"), draft, _SCHEMES[scheme], int(seed)))
+        _f32_2d(target_probs, "target_probs"), draft, _SCHEMES[scheme],
+        _arrays.check_int(seed, "seed", _arrays.UINT64)))
 
 
 def commit_kv_paged(kv_cache, kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents,

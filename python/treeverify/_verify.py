@@ -10,8 +10,8 @@ def _parse_device(device):
     """'cpu', 'cuda', 'cuda:1', an int ordinal or a torch.device -> ("cpu"|"cuda", ordinal)."""
     if device is None:
         return ("cpu", 0)
-    if isinstance(device, int):
-        return ("cuda", device)
+    if isinstance(device, (int, np.integer, bool, np.bool_)):
+        return ("cuda", _arrays.check_int(device, "device", (0, 2**31)))
     text = str(device)
     if text == "cpu":
         return ("cpu", 0)
@@ -19,7 +19,7 @@ def _parse_device(device):
         # The current device of this thread (torch's when torch set it).
         return ("cuda", max(int(_current_cuda_device()), 0))
     if text.startswith("cuda:") and text[5:].isdigit():
-        return ("cuda", int(text[5:]))
+        return ("cuda", _arrays.check_int(int(text[5:]), "device", (0, 2**31)))
     raise ValueError(f"invalid argument: argument 'device': {device!r} (expected 'cpu', 'cuda', "
                      "'cuda:N' or an int)")
 
@@ -43,15 +43,16 @@ class Plan:
     def run(self, q, kv_cache, out=None, lse=None, stream=None, *, dtype=None):
         """out [total_q, H, 512] in q's dtype, lse [total_q, H] float32; both returned."""
         p = self._plan
+        if dtype is not None and _arrays.dtype_name(None, dtype) != p.dtype:
+            raise TypeError(f"invalid argument: argument 'dtype': {dtype}, but the plan was made "
+                            f"for {p.dtype}")
+        _arrays.require_half_dtypes(p.dtype, (("q", q), ("kv_cache", kv_cache), ("out", out)))
         if out is None:
             out = _arrays.empty(q, (p.total_q, p.num_heads, _LATENT))
         if lse is None:
             lse = _arrays.empty(q, (p.total_q, p.num_heads), float32=True)
         device = _arrays.device_of(q, "q")
-        handle = _arrays.stream_handle(stream, device) if device[0] == "cuda" else 0
-        if dtype is not None and _arrays.dtype_name(None, dtype) != p.dtype:
-            raise TypeError(f"invalid argument: argument 'dtype': {dtype}, but the plan was made "
-                            f"for {p.dtype}")
+        handle = _arrays.stream_handle(stream, device)  # checked on the CPU too, where unused
         p.run(_arrays.raw(q), _arrays.raw(kv_cache), _arrays.raw(out), lse, handle)
         return out, lse
 
@@ -75,9 +76,14 @@ def plan(kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents, num_heads,
     arrays = [_arrays.host_i32(a, n) for a, n in (
         (kv_page_indptr, "kv_page_indptr"), (kv_page_indices, "kv_page_indices"),
         (kv_len, "kv_len"), (qo_indptr, "qo_indptr"), (parents, "parents"))]
-    ext = _ext.Plan(*arrays, int(num_heads), int(page_size), int(num_pages),
-                    _arrays.dtype_name(None, dtype), float(softmax_scale), dev[0], dev[1],
-                    backend, int(num_threads), bool(round_p), int(force_config_arch))
+    # Scalars are checked, not converted: int(2.9) or float("0.1") would hide a caller's bug.
+    check_int, INT64 = _arrays.check_int, _arrays.INT64
+    ext = _ext.Plan(*arrays, check_int(num_heads, "num_heads"), check_int(page_size, "page_size"),
+                    check_int(num_pages, "num_pages", INT64), _arrays.dtype_name(None, dtype),
+                    _arrays.check_real(softmax_scale, "softmax_scale"), dev[0], dev[1],
+                    _arrays.check_str(backend, "backend"), check_int(num_threads, "num_threads"),
+                    _arrays.check_bool(round_p, "round_p"),
+                    check_int(force_config_arch, "force_config_arch"))
     return Plan(ext)
 
 
@@ -105,17 +111,24 @@ def mla_verify(q, kv_cache, kv_page_indptr, kv_page_indices, kv_len, qo_indptr, 
 
 def merge_state(v_a, s_a, v_b, s_b, v_merged=None, s_merged=None, stream=None, *, dtype=None):
     """sgl_kernel.merge_state_v2: merges two attention results over disjoint KV ranges by their
-    natural-log lse. v [..., D] bf16/fp16, s = v.shape[:-1] float32. Returns (v, s); the
-    outputs may alias the inputs."""
+    natural-log lse. v [..., D] bf16/fp16 (uint16 bits with dtype=), s = v.shape[:-1] float32.
+    Returns (v, s); the outputs may alias the inputs exactly (in place), never in part."""
+    # The dtype is settled here, before raw() turns ml_dtypes bfloat16 into uint16 bits.
+    if dtype is not None:
+        dtype = _arrays.dtype_name(None, dtype)
+    else:
+        dtype = _arrays.half_kind(v_a)
+        if dtype is None and str(getattr(v_a, "dtype", "")).endswith("uint16"):
+            raise TypeError("invalid argument: argument 'dtype': uint16 arrays hold bf16 or fp16 "
+                            "bits; say which with dtype='bf16' or dtype='fp16'")
+    if dtype in ("bf16", "fp16"):
+        _arrays.require_half_dtypes(dtype, (("v_a", v_a), ("v_b", v_b), ("v_merged", v_merged)))
     if v_merged is None:
         v_merged = _arrays.empty(v_a, tuple(v_a.shape))
     if s_merged is None:
         s_merged = _arrays.empty(v_a, tuple(s_a.shape), float32=True)
     device = _arrays.device_of(v_a, "v_a")
-    handle = _arrays.stream_handle(stream, device) if device[0] == "cuda" else 0
-    if dtype is None and isinstance(v_a, np.ndarray) and v_a.dtype == np.uint16:
-        raise TypeError("invalid argument: argument 'dtype': uint16 arrays hold bf16 or fp16 "
-                        "bits; say which with dtype='bf16' or dtype='fp16'")
+    handle = _arrays.stream_handle(stream, device)  # checked on the CPU too, where unused
     _ext.merge_state(_arrays.raw(v_a), s_a, _arrays.raw(v_b), s_b, _arrays.raw(v_merged),
-                     s_merged, _arrays.dtype_name(None, dtype) if dtype else "", handle)
+                     s_merged, dtype or "", handle)
     return v_merged, s_merged

@@ -2,6 +2,7 @@
 // for page_size = 1. See include/treeverify/ddtree.h for the contract.
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,62 @@ Status validate_paths(std::span<const int32_t> qo_indptr, std::span<const int32_
   return Status::Ok();
 }
 
+// The rows a commit reads and writes, request b's tree rows (positions [L_b, kv_len_b)),
+// must be b's alone: a tree row listed twice, or one that is also a prefix row of any request
+// (b's own included), would be overwritten while the other use still needs it, and the
+// commit would silently corrupt that request. Prefix rows may be shared (prefix caching), and
+// rows past kv_len are not looked at. Rows, not pages: a page may hold the end of one
+// request's prefix and nothing else of it. Called once the page table is known to be valid.
+Status validate_tree_rows_unshared(const PagedKvCommit& args) {
+  const int32_t page_size = args.page_size;
+  const size_t batch = args.qo_indptr.size() - 1;
+  auto page_of = [&](size_t b, int32_t pos) {
+    return args.kv_page_indices[args.kv_page_indptr[b] + pos / page_size];
+  };
+  struct TreeRow {
+    int64_t row;  // page * page_size + offset in the page
+    int32_t request, position;
+  };
+  std::vector<TreeRow> tree_rows;
+  tree_rows.reserve(args.parents.size());
+  for (size_t b = 0; b < batch; ++b) {
+    const int32_t prefix_len = args.kv_len[b] - (args.qo_indptr[b + 1] - args.qo_indptr[b]);
+    for (int32_t pos = prefix_len; pos < args.kv_len[b]; ++pos) {
+      tree_rows.push_back(
+          {int64_t{page_of(b, pos)} * page_size + pos % page_size, static_cast<int32_t>(b), pos});
+    }
+  }
+  // Ties in request order, so a message names the two uses in a reproducible order.
+  std::sort(tree_rows.begin(), tree_rows.end(), [](const TreeRow& x, const TreeRow& y) {
+    return std::tie(x.row, x.request, x.position) < std::tie(y.row, y.request, y.position);
+  });
+  for (size_t i = 1; i < tree_rows.size(); ++i) {
+    const TreeRow &x = tree_rows[i - 1], &y = tree_rows[i];
+    TV_REQUIRE(x.row != y.row, "kv_page_indices",
+               "request {} position {} and request {} position {} are both tree rows in page {} "
+               "row {}",
+               x.request, x.position, y.request, y.position, x.row / page_size, x.row % page_size);
+  }
+  // Prefix rows page by page: the rows a request's prefix uses in one page are a run
+  // [page * page_size, + used), so one search per page finds a tree row among them.
+  for (size_t b = 0; b < batch; ++b) {
+    const int32_t prefix_len = args.kv_len[b] - (args.qo_indptr[b + 1] - args.qo_indptr[b]);
+    for (int32_t first = 0; first < prefix_len; first += page_size) {
+      const int64_t begin = int64_t{page_of(b, first)} * page_size;
+      const int64_t end = begin + std::min(page_size, prefix_len - first);
+      const auto hit = std::lower_bound(tree_rows.begin(), tree_rows.end(), begin,
+                                        [](const TreeRow& x, int64_t row) { return x.row < row; });
+      const bool shared = hit != tree_rows.end() && hit->row < end;
+      TV_REQUIRE(!shared, "kv_page_indices",
+                 "request {} position {} (a tree row) is also request {} position {} (a prefix "
+                 "row): page {} row {}",
+                 hit->request, hit->position, b, first + (hit->row - begin), hit->row / page_size,
+                 hit->row % page_size);
+    }
+  }
+  return Status::Ok();
+}
+
 // Every check of a paged commit, against a pool of num_pages pages; shared by the host and
 // the device commit so both accept exactly the same inputs.
 Status validate_paged_commit(const PagedKvCommit& args, const AcceptedPaths& accepted,
@@ -73,7 +130,7 @@ Status validate_paged_commit(const PagedKvCommit& args, const AcceptedPaths& acc
                  args.kv_page_indices[p], num_pages);
     }
   }
-  return Status::Ok();
+  return validate_tree_rows_unshared(args);
 }
 
 // new_kv_len from the paths (kv_len unchanged for T_b = 0).
@@ -85,6 +142,48 @@ std::vector<int32_t> committed_lengths(const PagedKvCommit& args, const Accepted
       result[b] = args.kv_len[b] - tree_size + accepted.indptr[b + 1] - accepted.indptr[b];
   }
   return result;
+}
+
+// The tree slots of the whole batch: a slot listed twice (in one tree or in two requests'
+// trees) would be freed twice, and a tree slot that is also a prefix slot of any request
+// would be freed while that prefix still reads it. Prefix slots may be shared between
+// requests (prefix caching). slot_indptr must already match kv_len.
+Status validate_tree_slots(std::span<const int32_t> slot_indptr, std::span<const int32_t> slots,
+                           std::span<const int32_t> qo_indptr) {
+  const size_t batch = qo_indptr.size() - 1;
+  struct TreeSlot {
+    int32_t slot, request, node;
+  };
+  std::vector<TreeSlot> tree;
+  for (size_t b = 0; b < batch; ++b) {
+    const int32_t tree_size = qo_indptr[b + 1] - qo_indptr[b];
+    const int32_t first = slot_indptr[b + 1] - tree_size;
+    for (int32_t i = 0; i < tree_size; ++i)
+      tree.push_back({slots[first + i], static_cast<int32_t>(b), i});
+  }
+  std::sort(tree.begin(), tree.end(), [](const TreeSlot& x, const TreeSlot& y) {
+    return std::tie(x.slot, x.request, x.node) < std::tie(y.slot, y.request, y.node);
+  });
+  for (size_t i = 1; i < tree.size(); ++i) {
+    const TreeSlot &x = tree[i - 1], &y = tree[i];
+    TV_REQUIRE(x.slot != y.slot, "slots",
+               "tree slot {} listed twice: request {} node {} and request {} node {}", x.slot,
+               x.request, x.node, y.request, y.node);
+  }
+  for (size_t b = 0; b < batch; ++b) {
+    const int32_t prefix_end = slot_indptr[b + 1] - (qo_indptr[b + 1] - qo_indptr[b]);
+    for (int32_t k = slot_indptr[b]; k < prefix_end; ++k) {
+      const auto hit =
+          std::lower_bound(tree.begin(), tree.end(), slots[k],
+                           [](const TreeSlot& x, int32_t slot) { return x.slot < slot; });
+      const bool shared = hit != tree.end() && hit->slot == slots[k];
+      TV_REQUIRE(!shared, "slots",
+                 "tree slot {} (request {} node {}) is also a prefix slot of request {} "
+                 "(position {})",
+                 slots[k], hit->request, hit->node, b, k - slot_indptr[b]);
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -107,8 +206,9 @@ Status commit_kv_paged(const PagedKvCommit& args, const AcceptedPaths& accepted,
   // src_k = L + path[k]). Step k writes only row L + k. Any row a later step j > k reads is
   // L + path[j] with path[j] > path[k] >= k, so it differs from the row written at step k and
   // from every earlier destination L + k' (k' <= k): each source is read before anything
-  // overwrites it. Destinations are distinct, so no row is written twice. Requests own
-  // disjoint pages (the page-table contract), so requests cannot interfere.
+  // overwrites it. Destinations are distinct, so no row is written twice. No row a request
+  // moves belongs to anything else (validate_tree_rows_unshared), so requests cannot
+  // interfere.
   for (size_t b = 0; b < batch; ++b) {
     const int32_t tree_size = args.qo_indptr[b + 1] - args.qo_indptr[b];
     const int32_t prefix_len = args.kv_len[b] - tree_size;
@@ -149,20 +249,12 @@ Status commit_slots(std::span<const int32_t> slot_indptr, std::span<const int32_
   TV_REQUIRE(slot_indptr[0] == 0, "slot_indptr", "slot_indptr[0] = {}", slot_indptr[0]);
   TV_REQUIRE(static_cast<size_t>(slot_indptr[batch]) == slots.size(), "slot_indptr",
              "slot_indptr[B] = {} but {} slots were given", slot_indptr[batch], slots.size());
-  std::vector<int32_t> tree_slots;
   for (size_t b = 0; b < batch; ++b) {
     TV_REQUIRE(slot_indptr[b + 1] - slot_indptr[b] == kv_len[b], "slot_indptr",
                "request {}: {} slots, kv_len = {}", b, slot_indptr[b + 1] - slot_indptr[b],
                kv_len[b]);
-    // A slot listed twice in the tree region would be freed twice.
-    const int32_t tree_size = qo_indptr[b + 1] - qo_indptr[b];
-    tree_slots.assign(slots.begin() + slot_indptr[b + 1] - tree_size,
-                      slots.begin() + slot_indptr[b + 1]);
-    std::sort(tree_slots.begin(), tree_slots.end());
-    const auto dup = std::adjacent_find(tree_slots.begin(), tree_slots.end());
-    TV_REQUIRE(dup == tree_slots.end(), "slots", "request {}: tree slot {} listed twice", b,
-               dup == tree_slots.end() ? -1 : *dup);
   }
+  TV_RETURN_IF_ERROR(validate_tree_slots(slot_indptr, slots, qo_indptr));
 
   SlotCommitResult out{.slot_indptr = {0}, .slots = {}, .kv_len = {}, .freed_slots = {}};
   std::vector<uint8_t> kept;

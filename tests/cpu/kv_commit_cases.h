@@ -52,6 +52,16 @@ inline std::vector<int32_t> random_path(const std::vector<int32_t>& parents, boo
   }
 }
 
+// Gives every row of a pool of `pool` pages distinct contents: element e of row r is distinct
+// across rows through its first two elements (r's bits).
+inline void fill_distinct_rows(PagedBatch& pb, int32_t pool) {
+  pb.cache.resize(static_cast<size_t>(pool) * pb.page_size * kQKDim);
+  for (size_t e = 0; e < pb.cache.size(); ++e) {
+    const size_t r = e / kQKDim, col = e % kQKDim;
+    pb.cache[e] = static_cast<uint16_t>(col == 0 ? r & 0xffff : col == 1 ? r >> 16 : r * 31 + col);
+  }
+}
+
 inline PagedBatch make_batch(int32_t page_size, const std::vector<int32_t>& tree_sizes, Shape shape,
                              bool full_paths, std::mt19937_64& rng) {
   PagedBatch pb{.page_size = page_size};
@@ -75,12 +85,7 @@ inline PagedBatch make_batch(int32_t page_size, const std::vector<int32_t>& tree
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
   pb.page_indices.assign(perm.begin(), perm.begin() + used);
-  pb.cache.resize(static_cast<size_t>(pool) * page_size * kQKDim);
-  for (size_t e = 0; e < pb.cache.size(); ++e) {
-    // Element e of row r: distinct across rows through its first two elements (r's bits).
-    const size_t r = e / kQKDim, col = e % kQKDim;
-    pb.cache[e] = static_cast<uint16_t>(col == 0 ? r & 0xffff : col == 1 ? r >> 16 : r * 31 + col);
-  }
+  fill_distinct_rows(pb, pool);
   return pb;
 }
 

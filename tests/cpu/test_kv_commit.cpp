@@ -120,6 +120,67 @@ TEST(KvCommitPaged, FailedCallsChangeNothing) {
   expect_error(bad, pb.accepted, "not a multiple");
 }
 
+// Two requests at page_size 4, each kv_len 8: a prefix of 5, then a root with two children.
+// Request 0 owns pages {0, 1}, request 1 the pages given.
+PagedBatch two_requests(std::vector<int32_t> pages_of_request_1) {
+  PagedBatch pb{.page_size = 4,
+                .qo_indptr = {0, 3, 6},
+                .parents = {-1, 0, 0, -1, 0, 0},
+                .kv_len = {8, 8},
+                .page_indptr = {0, 2, 4},
+                .page_indices = {0, 1}};
+  pb.page_indices.insert(pb.page_indices.end(), pages_of_request_1.begin(),
+                         pages_of_request_1.end());
+  // Both accept node 2, whose row moves from position 7 to 6.
+  pb.accepted = {.indptr = {0, 2, 4}, .nodes = {0, 2, 0, 2}, .bonus_tokens = {7, 7}};
+  test::fill_distinct_rows(pb, 5);
+  return pb;
+}
+
+// A row a commit moves must belong to its request alone, or the commit corrupts whoever else
+// uses it: refused, naming kv_page_indices and both uses, before anything moves; by the host
+// commit and, with the same validation, by the device one (which then launches nothing).
+TEST(KvCommitPaged, SharedTreeRowsAreRefused) {
+  const struct {
+    std::vector<int32_t> pages;
+    const char* fragment;
+  } cases[] = {
+      // Request 1's positions 4..7 land on request 0's: both trees in page 1 rows 1..3.
+      {{2, 1}, "request 0 position 5 and request 1 position 5 are both tree rows in page 1 row 1"},
+      // Request 1's tree rows (positions 5..7) are request 0's prefix rows 1..3 of page 0.
+      {{2, 0}, "request 1 position 5 (a tree row) is also request 0 position 1 (a prefix row)"},
+      // Request 1 lists page 3 twice: its tree rows are its own prefix rows 1..3.
+      {{3, 3}, "request 1 position 5 (a tree row) is also request 1 position 1 (a prefix row)"},
+  };
+  for (const auto& c : cases) {
+    PagedBatch pb = two_requests(c.pages);
+    const auto before = pb.cache;
+    std::vector<int32_t> new_kv_len = {-5};
+    Status s = commit_kv_paged(pb.args(), pb.accepted, &new_kv_len);
+    ASSERT_FALSE(s.ok()) << c.fragment;
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("argument 'kv_page_indices'"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(c.fragment), std::string::npos) << s.message();
+    EXPECT_TRUE(pb.cache == before);
+    EXPECT_EQ(new_kv_len, std::vector<int32_t>{-5});
+    s = commit_kv_paged_cuda(pb.args(), pb.accepted, PagedKvCommitDevice{.num_pages = 5},
+                             &new_kv_len);
+    EXPECT_NE(s.message().find(c.fragment), std::string::npos) << s.message();
+    EXPECT_EQ(new_kv_len, std::vector<int32_t>{-5});
+  }
+}
+
+TEST(KvCommitPaged, SharedPrefixPagesAreAllowed) {
+  // Request 1 shares request 0's first page, which holds prefix rows only (prefix caching).
+  PagedBatch pb = two_requests({0, 3});
+  const auto expected = reference_commit(pb);
+  ASSERT_FALSE(pb.cache == expected);
+  std::vector<int32_t> new_kv_len;
+  ASSERT_TRUE(commit_kv_paged(pb.args(), pb.accepted, &new_kv_len).ok());
+  EXPECT_TRUE(pb.cache == expected);
+  EXPECT_EQ(new_kv_len, (std::vector<int32_t>{7, 7}));
+}
+
 // ---- page_size = 1: slot lists --------------------------------------------------------------
 
 TEST(CommitSlots, NoSlotLostOrDuplicated) {
@@ -173,7 +234,9 @@ TEST(CommitSlots, Errors) {
   Status s = commit_slots(slot_indptr, std::vector<int32_t>{9, 8, 7, 6, 7}, kv_len, qo, parents,
                           acc, &res);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("tree slot 7 listed twice"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("tree slot 7 listed twice: request 0 node 0 and request 0 node 2"),
+            std::string::npos)
+      << s.message();
   s = commit_slots(std::vector<int32_t>{0, 4}, std::vector<int32_t>{9, 8, 7, 6}, kv_len, qo,
                    parents, acc, &res);
   ASSERT_FALSE(s.ok());
@@ -185,6 +248,41 @@ TEST(CommitSlots, Errors) {
   EXPECT_EQ(res.slots, (std::vector<int32_t>{9, 8, 7, 6}));
   EXPECT_EQ(res.freed_slots, std::vector<int32_t>{5});
   EXPECT_EQ(res.kv_len, std::vector<int32_t>{4});
+}
+
+// Slots are checked across the batch: a tree slot in two requests' trees would be freed twice,
+// and one that is another request's prefix slot would be freed while that request reads it.
+TEST(CommitSlots, TreeSlotsSharedBetweenRequestsAreRefused) {
+  const std::vector<int32_t> qo = {0, 3, 5}, parents = {-1, 0, 1, -1, 0}, kv_len = {5, 4};
+  const std::vector<int32_t> slot_indptr = {0, 5, 9};
+  const AcceptedPaths acc{.indptr = {0, 2, 3}, .nodes = {0, 1, 0}, .bonus_tokens = {0, 0}};
+  const struct {
+    std::vector<int32_t> slots;
+    const char* fragment;
+  } cases[] = {
+      // Request 0: prefix 10 11, tree 20 21 22; request 1: prefix 12 13, tree 30 and 22.
+      {{10, 11, 20, 21, 22, 12, 13, 30, 22},
+       "tree slot 22 listed twice: request 0 node 2 and request 1 node 1"},
+      // Request 1's tree slot 11 is request 0's prefix slot at position 1.
+      {{10, 11, 20, 21, 22, 12, 13, 30, 11},
+       "tree slot 11 (request 1 node 1) is also a prefix slot of request 0 (position 1)"},
+  };
+  for (const auto& c : cases) {
+    SlotCommitResult res{.slot_indptr = {42}};
+    const Status s = commit_slots(slot_indptr, c.slots, kv_len, qo, parents, acc, &res);
+    ASSERT_FALSE(s.ok()) << c.fragment;
+    EXPECT_NE(s.message().find("argument 'slots'"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(c.fragment), std::string::npos) << s.message();
+    EXPECT_EQ(res.slot_indptr, std::vector<int32_t>{42});
+    EXPECT_TRUE(res.slots.empty() && res.freed_slots.empty());
+  }
+  // Prefix slots may be shared (a cached prefix): request 1 starts with request 0's 10 11.
+  SlotCommitResult res;
+  ASSERT_TRUE(commit_slots(slot_indptr, std::vector<int32_t>{10, 11, 20, 21, 22, 10, 11, 30, 31},
+                           kv_len, qo, parents, acc, &res)
+                  .ok());
+  EXPECT_EQ(res.slots, (std::vector<int32_t>{10, 11, 20, 21, 10, 11, 30}));
+  EXPECT_EQ(res.freed_slots, (std::vector<int32_t>{22, 31}));
 }
 
 }  // namespace
