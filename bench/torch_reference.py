@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch naive MLA tree verify, the side-by-side reference for `treeverify bench` on a GPU.
 
-The same algorithm as BENCH.md's "PyTorch naive" anchor: contiguous KV (no paging, so it is
+The same algorithm as docs/BENCH.md's "PyTorch naive" anchor: contiguous KV (no paging, so it is
 given an advantage), scores = q . k^T in bf16 matmuls with fp32 softmax over the prefix plus
 the tree with its ancestor mask, out = p . v. Times with CUDA events, median of N runs,
 rotating through several KV copies so nothing is served from L2. Prints one line per case.
@@ -15,7 +15,7 @@ import statistics
 
 import torch
 
-SUITE = {  # name: (H, T, L, batch)  -- BENCH.md's verify suite (R1 is ragged: not here)
+SUITE = {  # name: (H, T, L, batch)  -- docs/BENCH.md's verify suite (R1 is ragged: not here)
     "V1": (8, 16, 185000, 1),
     "V2": (8, 64, 185000, 1),
     "V3": (16, 256, 65536, 1),

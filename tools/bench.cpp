@@ -1,5 +1,5 @@
 // `treeverify bench`: each case checked against the oracle, then timed and set against the
-// roofline of this machine, with the ceilings measured in the same run (BENCH.md).
+// roofline of this machine, with the ceilings measured in the same run (docs/BENCH.md).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -26,7 +26,7 @@ struct BenchFlags {
   bool list = false;
 };
 
-// BENCH.md asks for a median of at least 20 GPU runs; a CPU run of a suite case takes about a
+// docs/BENCH.md asks for a median of at least 20 GPU runs; a CPU run of a suite case takes about a
 // second, so a handful keeps a case under a minute.
 constexpr int kCudaIters = 30, kCudaWarmup = 5, kCpuIters = 5, kCpuWarmup = 1;
 
@@ -290,7 +290,7 @@ int run_bench(const BenchFlags& flags) {
   for (const std::string& t : timing) fmt::print("time: {}\n", t);
   fmt::print(
       "roof = floor / time, floor = max(bytes/BW, flops/MMA), bytes and flops as in "
-      "BENCH.md; the last column says which term sets the floor\n");
+      "docs/BENCH.md; the last column says which term sets the floor\n");
   return code;
 }
 

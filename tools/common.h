@@ -27,9 +27,9 @@ struct CaseFlags {
   std::string dtype = "bf16";
   std::optional<uint64_t> seed;
   std::string backend = "auto";
-  std::string scale_l = "auto";  // a factor for every prefix length, or "auto"
-  int config_arch = 0;           // CUDA: run another architecture's tile configuration
-  int rows_per_cta = 0;          // CUDA: force the variant's rows a CTA (0: the table's)
+  std::string scale_l = "auto";   // a factor for every prefix length, or "auto"
+  int config_arch = 0;            // CUDA: run another architecture's tile configuration
+  int rows_per_cta = 0;           // CUDA: force the variant's rows a CTA (0: the table's)
   std::vector<int> chunk_tokens;  // CUDA: force the split's chunk length (bench: each in turn)
 };
 void add_case_flags(CLI::App* app, CaseFlags* flags);
@@ -64,7 +64,7 @@ struct CheckResult {
 };
 // Builds the case (with its prefix scaled down when the oracle would need more than
 // `oracle_flops` flops; pass infinity for the case as given), runs it on the backend of
-// `options` with poisoned outputs and compares with reference_attention (BENCH.md's bounds).
+// `options` with poisoned outputs and compares with reference_attention (docs/BENCH.md's bounds).
 Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_flops,
                   CheckResult* result);
 

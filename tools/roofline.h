@@ -1,4 +1,4 @@
-// BENCH.md's roofline: the machine's ceilings, measured in the same run, and a call's floor.
+// docs/BENCH.md's roofline: the machine's ceilings, measured in the same run, and a call's floor.
 #pragma once
 
 #include <string>
@@ -32,7 +32,7 @@ RooflinePoint roofline(double bytes, double flops, double seconds, const Ceiling
 Ceilings measure_cpu_ceilings(int num_threads, size_t copy_bytes = size_t{256} << 20,
                               int gemm_n = 2048);
 
-// GPU ceilings (BENCH.md): a device-to-device copy and a bf16 GEMM through cuBLAS.
+// GPU ceilings (docs/BENCH.md): a device-to-device copy and a bf16 GEMM through cuBLAS.
 // kUnsupported in a build without CUDA.
 Status measure_cuda_ceilings(int device, Ceilings* ceilings);
 

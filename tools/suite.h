@@ -48,7 +48,7 @@ SuiteCase scale_prefix(const SuiteCase& c, double scale);
 // The generator's spec for this case.
 testing::CaseSpec to_spec(const SuiteCase& c);
 
-// BENCH.md's roofline counts from the case's lengths alone (same formula as
+// docs/BENCH.md's roofline counts from the case's lengths alone (same formula as
 // testing::verify_bytes / verify_flops, which need a built case).
 double case_bytes(const SuiteCase& c);
 double case_flops(const SuiteCase& c);

@@ -18,7 +18,7 @@ class Runner {
   // One call with outputs poisoned first (NaN bits), copied back to the host.
   virtual Status run_once(std::vector<uint16_t>* out, std::vector<float>* lse) = 0;
   // `warmup` untimed calls, then `iters` timed ones; one sample (ms) per call. Caches are
-  // flushed between calls so nothing is served from a previous call's reads (BENCH.md).
+  // flushed between calls so nothing is served from a previous call's reads (docs/BENCH.md).
   virtual Status time(int warmup, int iters, std::vector<double>* samples_ms) = 0;
   // How the samples were taken, for the output ("cudaEvent, L2 flushed ...").
   virtual std::string method() const = 0;

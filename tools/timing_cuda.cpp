@@ -164,14 +164,14 @@ Status measure_cuda_ceilings(int device, Ceilings* ceilings) {
   TV_CUDA_TRY(cudaSetDevice(device));
   constexpr int kReps = 10;  // best of: a ceiling is the most the device gave
   constexpr size_t kCopyBytes = size_t{1} << 30;
-  constexpr int kGemmN = 8192;  // BENCH.md's bf16 GEMM 8192^3
+  constexpr int kGemmN = 8192;  // docs/BENCH.md's bf16 GEMM 8192^3
   DeviceBuffers buf;
   void *src = nullptr, *dst = nullptr, *a = nullptr, *b = nullptr, *c = nullptr;
   TV_CUDA_TRY(cudaMalloc(&src, kCopyBytes));
   buf.p.push_back(src);
   TV_CUDA_TRY(cudaMalloc(&dst, kCopyBytes));
   buf.p.push_back(dst);
-  TV_CUDA_TRY(cudaMemset(src, 0x3c, kCopyBytes));  // never zeros (BENCH.md)
+  TV_CUDA_TRY(cudaMemset(src, 0x3c, kCopyBytes));  // never zeros (docs/BENCH.md)
   cudaEvent_t e0, e1;
   TV_CUDA_TRY(cudaEventCreate(&e0));
   TV_CUDA_TRY(cudaEventCreate(&e1));

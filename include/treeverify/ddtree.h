@@ -1,4 +1,4 @@
-// DDTree utilities (DESIGN.md section 6): the host work of one speculative step around the
+// DDTree utilities (docs/DESIGN.md section 6): the host work of one speculative step around the
 // verify call. build_tree turns the drafter's per-depth top-K into a draft tree, verify_greedy
 // or verify_sampling picks the accepted path from the target's outputs at every node, and the
 // KV commit moves the accepted nodes' KV rows so the next step sees a plain sequence.

@@ -8,7 +8,7 @@ namespace treeverify {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,  // an input breaks the data-layout contract (DESIGN.md section 3)
+  kInvalidArgument,  // an input breaks the data-layout contract (docs/DESIGN.md section 3)
   kUnsupported,      // valid input that no compiled kernel handles on this device
   kNoDevice,         // a CUDA backend was asked for and no usable GPU is present
   kCudaError,        // the CUDA runtime reported an error

@@ -1,6 +1,6 @@
 // Tree helpers: the per-step host work between the drafter's tree and the verify kernels.
 //
-// A batch of trees is given as `parents` concatenated by `qo_indptr` (DESIGN.md section 3):
+// A batch of trees is given as `parents` concatenated by `qo_indptr` (docs/DESIGN.md section 3):
 // request b owns nodes [qo_indptr[b], qo_indptr[b+1]); within a request node 0 is the root
 // (parent -1) and every other node's parent is an earlier node of the same request.
 #pragma once

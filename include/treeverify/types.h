@@ -1,4 +1,4 @@
-// Shapes, dtypes and limits of the MLA tree-verify computation (DESIGN.md sections 2-3).
+// Shapes, dtypes and limits of the MLA tree-verify computation (docs/DESIGN.md sections 2-3).
 #pragma once
 
 #include <cstdint>

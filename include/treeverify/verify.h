@@ -5,7 +5,7 @@
 //   VerifyTensors  the buffers of one run(): device pointers for CUDA backends, host pointers
 //                  for CPU backends. The index arrays must hold the values plan() was given.
 //
-// Semantics (DESIGN.md section 2): for request b, node i of its tree sees all L_b prefix
+// Semantics (docs/DESIGN.md section 2): for request b, node i of its tree sees all L_b prefix
 // tokens and tree token j iff j == i or j is an ancestor of i. scores = softmax_scale * q.k over
 // 576 columns; out = softmax(scores) . v with v = the first 512 columns of the same KV rows;
 // lse = natural-log log-sum-exp of the scaled scores. A row that sees nothing gets out = 0 and
@@ -114,7 +114,7 @@ struct Plan {
   bool programmatic_combine = false;  // CUDA: the split combine overlaps the main kernel's tail
 };
 
-// Validates every input of the problem (DESIGN.md section 3) and chooses a backend, a kernel
+// Validates every input of the problem (docs/DESIGN.md section 3) and chooses a backend, a kernel
 // and its schedule. Reads only host memory. On failure *plan is left unchanged.
 Status plan(const VerifyProblem& problem, const PlanOptions& options, Plan* plan);
 

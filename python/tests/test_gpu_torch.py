@@ -66,7 +66,7 @@ def torch_reference(c):
 
 
 def check(out, lse, ref_out, ref_lse):
-    # BENCH.md's bounds: relative Frobenius error of out < 1e-2 (bf16), lse absolute.
+    # docs/BENCH.md's bounds: relative Frobenius error of out < 1e-2 (bf16), lse absolute.
     rel = (out.double() - ref_out).norm() / ref_out.norm()
     assert rel < 1e-2, f"relative Frobenius error {rel:.3g}"
     assert not torch.isnan(out).any()

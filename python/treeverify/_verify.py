@@ -90,7 +90,7 @@ def plan(kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents, num_heads,
 def mla_verify(q, kv_cache, kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents,
                softmax_scale, out=None, lse=None, stream=None, *, dtype=None, backend="auto",
                num_threads=0, round_p=False):
-    """One-shot tree verify: plan + run. Shapes (DESIGN.md section 3):
+    """One-shot tree verify: plan + run. Shapes (docs/DESIGN.md section 3):
       q [total_q, H, 576] bf16/fp16, kv_cache [num_pages, page_size, 576] same dtype,
       kv_page_indptr [B+1], kv_page_indices [nnz], kv_len [B] = L_b + T_b, qo_indptr [B+1],
       parents [total_q] (per request: parents[0] = -1, parents[i] < i).

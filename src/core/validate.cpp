@@ -1,4 +1,4 @@
-// Validation of a verify call's inputs (DESIGN.md section 3). Every check reports through
+// Validation of a verify call's inputs (docs/DESIGN.md section 3). Every check reports through
 // TV_REQUIRE, so the message is the condition's own text plus the argument, request and value.
 // All arithmetic on sizes is done in int64 so that no check can be fooled by int32 overflow.
 #include "core/validate.h"

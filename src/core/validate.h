@@ -1,4 +1,4 @@
-// Validation of a verify call's inputs (DESIGN.md section 3), before anything runs.
+// Validation of a verify call's inputs (docs/DESIGN.md section 3), before anything runs.
 #pragma once
 
 #include <cstdint>

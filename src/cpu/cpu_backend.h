@@ -8,7 +8,7 @@
 
 namespace treeverify::detail {
 
-// Exact attention in float64 (DESIGN.md section 7): out [total_q, H, 512] and natural-log lse
+// Exact attention in float64 (docs/DESIGN.md section 7): out [total_q, H, 512] and natural-log lse
 // [total_q, H], for tests and `treeverify check` to compare any backend against. With round_p,
 // probabilities are rounded to the input dtype before P.V, like the GPU kernels.
 struct ReferenceResult {

@@ -23,7 +23,7 @@ inline Strides resolve_strides(const Plan& plan, const VerifyTensors& t) {
 }
 
 // One request's slice of the batch: T query nodes starting at row q0, L prefix tokens, then the
-// T tree tokens in node order (DESIGN.md section 3).
+// T tree tokens in node order (docs/DESIGN.md section 3).
 struct RequestSpan {
   int32_t q0 = 0, num_nodes = 0;
   int64_t prefix = 0, kv_len = 0;

@@ -1,4 +1,4 @@
-// The oracle (DESIGN.md section 7): float64 accumulation, plain loops, a two-pass softmax over
+// The oracle (docs/DESIGN.md section 7): float64 accumulation, plain loops, a two-pass softmax over
 // each row's visible tokens, and visibility found by walking parents. Every other backend is
 // judged against this file, so it trades speed for being obviously right.
 #include <algorithm>

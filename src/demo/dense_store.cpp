@@ -1,4 +1,4 @@
-// DenseKvStore: attention written from the definition (DESIGN.md section 2) over a contiguous
+// DenseKvStore: attention written from the definition (docs/DESIGN.md section 2) over a contiguous
 // sequence, in float64: the independent path the treeverify paths are checked against.
 #include <algorithm>
 #include <cmath>

@@ -41,7 +41,7 @@ struct SplitMix64 {
 // Approximately N(0, 1) from one 64-bit draw: the sum of four 16-bit uniforms (Irwin-Hall,
 // variance 4/12) centred and scaled by sqrt(3). Tails end at +-2*sqrt(3), which is harmless
 // for attention test data, and it is several times faster than Box-Muller, which matters for
-// the 10^8-element caches of BENCH.md's 185k-token cases.
+// the 10^8-element caches of docs/BENCH.md's 185k-token cases.
 float approx_normal(SplitMix64& g) {
   const uint64_t r = g.next();
   const uint64_t sum = (r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48);
@@ -210,8 +210,8 @@ HostCase make_case(const CaseSpec& spec) {
   return c;
 }
 
-// BENCH.md's roofline bytes: the KV rows of each request read once, (L + T) * 576 * 2. q, out
-// and lse are left out on purpose, as in BENCH.md, so that GB/s and fractions of roofline
+// docs/BENCH.md's roofline bytes: the KV rows of each request read once, (L + T) * 576 * 2. q, out
+// and lse are left out on purpose, as in docs/BENCH.md, so that GB/s and fractions of roofline
 // are comparable with its anchor tables (they add under 3% for every suite case).
 double verify_bytes(const HostCase& c) {
   double bytes = 0;
@@ -220,7 +220,7 @@ double verify_bytes(const HostCase& c) {
   return bytes;
 }
 
-// BENCH.md's flops: 2 * T * H * (L + T) * (576 + 512) per request, masked pairs included.
+// docs/BENCH.md's flops: 2 * T * H * (L + T) * (576 + 512) per request, masked pairs included.
 double verify_flops(const HostCase& c) {
   double flops = 0;
   for (size_t b = 0; b + 1 < c.qo_indptr.size(); ++b) {

@@ -12,7 +12,7 @@
 namespace treeverify::testing {
 
 enum class TreeShape {
-  kRandom,  // parent[i] uniform in [0, i)  (BENCH.md's suite trees)
+  kRandom,  // parent[i] uniform in [0, i)  (docs/BENCH.md's suite trees)
   kChain,   // parent[i] = i - 1            (chain MTP / DFlash block verify)
   kStar,    // parent[i] = 0                (one level of siblings)
   kDeep,    // mostly chain, occasional branch to a random earlier node
@@ -61,7 +61,7 @@ struct HostCase {
 // the verify contract in other ways (T_b > kMaxTreeSize, ...) are built as given.
 HostCase make_case(const CaseSpec& spec);
 
-// Bytes and flops of a verify call (BENCH.md's roofline): KV read once, Q.K^T and P.V over
+// Bytes and flops of a verify call (docs/BENCH.md's roofline): KV read once, Q.K^T and P.V over
 // every (node, head, visible-or-not KV token) pair of each request.
 double verify_bytes(const HostCase& c);
 double verify_flops(const HostCase& c);

@@ -1,4 +1,4 @@
-// Comparison of a backend's output with the float64 oracle (BENCH.md's error bounds).
+// Comparison of a backend's output with the float64 oracle (docs/BENCH.md's error bounds).
 #include "testing/compare.h"
 
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// Comparison of a backend's output with the float64 oracle (BENCH.md's error bounds).
+// Comparison of a backend's output with the float64 oracle (docs/BENCH.md's error bounds).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +32,7 @@ Comparison compare_with_reference(DType dtype, const std::vector<uint16_t>& out,
                                   const std::vector<double>& ref_out,
                                   const std::vector<double>& ref_lse);
 
-// Tolerances of BENCH.md: relative Frobenius error of out under 1e-2 for 16-bit inputs, and
+// Tolerances of docs/BENCH.md: relative Frobenius error of out under 1e-2 for 16-bit inputs, and
 // absolute lse error (natural log) under 1e-5, against the float64 oracle run with round_p
 // (it rounds P to the input dtype like the kernels do).
 inline constexpr double kOutRelTol = 1e-2;

@@ -1,5 +1,5 @@
-// The strongest oracle check (DESIGN.md section 7): tree verify of node i equals attention over
-// the prefix followed by the path root..i laid out as a chain, with the path's KV rows and q
+// The strongest oracle check (docs/DESIGN.md section 7): tree verify of node i equals attention
+// over the prefix followed by the path root..i laid out as a chain, with the path's KV rows and q
 // rows copied into a separately paged problem. Thousands of small random trees of every shape.
 #include <gtest/gtest.h>
 

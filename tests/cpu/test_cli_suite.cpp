@@ -24,7 +24,7 @@ const SuiteCase* find(const std::vector<SuiteCase>& cases, const std::string& na
 TEST(CliSuite, BuiltInSuiteIsBenchMd) {
   std::vector<SuiteCase> cases;
   ASSERT_TRUE(load_suite("", &cases).ok());
-  // BENCH.md's table; R1's heads list expands to one case per H.
+  // docs/BENCH.md's table; R1's heads list expands to one case per H.
   struct Want {
     const char* name;
     int h, t;
@@ -102,7 +102,9 @@ TEST(CliSuite, MalformedSuitesNameTheProblem) {
   EXPECT_NE(error_of(R"({"cases": [)" + one + "," + one + "]}").find("duplicate"),
             std::string::npos);
   // Wrong types and values past their type are named, never thrown, wrapped or truncated.
-  auto one_case = [](const std::string& fields) { return R"({"cases": [{"name": "X", )" + fields + "}]}"; };
+  auto one_case = [](const std::string& fields) {
+    return R"({"cases": [{"name": "X", )" + fields + "}]}";
+  };
   const std::string hpb = R"("heads": 8, "page": 64, "batch": 1)";
   EXPECT_NE(error_of(one_case(R"("tree": 4, "prefix": 9, "why": 5, )" + hpb)).find("'why'"),
             std::string::npos);
@@ -110,15 +112,17 @@ TEST(CliSuite, MalformedSuitesNameTheProblem) {
             std::string::npos);
   EXPECT_NE(error_of(one_case(R"("tree": 4294967297, "prefix": 9, )" + hpb)).find("'tree'"),
             std::string::npos);
-  EXPECT_NE(error_of(one_case(R"("tree": 4, "prefix": 9, "heads": 8, "page": 4294967300, "batch": 1)"))
-                .find("page = 4294967300"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(one_case(R"("tree": 4, "prefix": 9, "heads": 8, "page": 4294967300, "batch": 1)"))
+          .find("page = 4294967300"),
+      std::string::npos);
   EXPECT_NE(error_of(one_case(R"("tree": 4, "prefix": 9223372036854775807, )" + hpb))
                 .find("prefix + tree"),
             std::string::npos);
-  EXPECT_NE(error_of(one_case(R"("tree": 4, "prefix": 185000, "heads": 8, "page": 64, "batch": 1048576)"))
-                .find("KV tokens"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(one_case(R"("tree": 4, "prefix": 185000, "heads": 8, "page": 64, "batch": 1048576)"))
+          .find("KV tokens"),
+      std::string::npos);
 }
 
 TEST(CliSuite, ScalingKeepsNonEmptyPrefixes) {

@@ -27,11 +27,11 @@ using tvtest::HostCase;
 
 // Bounds for fast (fp32 products, P in fp32 unless round_p) against the oracle with the same
 // round_p. The out error is dominated by rounding out itself to 16 bits (bf16: 2^-9 relative
-// per element, so about 1.3e-3 over a row; fp16: 8x smaller), far inside BENCH.md's 1e-2.
+// per element, so about 1.3e-3 over a row; fp16: 8x smaller), far inside docs/BENCH.md's 1e-2.
 double out_tol(DType dtype) { return dtype == DType::kBF16 ? 2.5e-3 : 5e-4; }
 // Absolute, natural log. Each score is a 576-term fp32 dot product of N(0, 1) values: its
 // rounding error is about sqrt(576) * ulp(32) / 2 * 0.1447 = 7e-6, which is what lse inherits
-// (measured here: at most 6e-6). BENCH.md's 1e-5 leaves too little room for another CPU's
+// (measured here: at most 6e-6). docs/BENCH.md's 1e-5 leaves too little room for another CPU's
 // BLAS kernels, which round differently; 2e-5 still catches any real softmax error (e.g. a
 // normaliser summing rounded p's is off by 3e-5 to 8e-4).
 constexpr double kLseTol = 2e-5;
@@ -201,7 +201,7 @@ TEST(CpuFast, DispatchRunsTheSameBackends) {
   }
 }
 
-// Not a correctness test: prints the time of BENCH.md's H=8 T=16 L=65536 case (page 64) on
+// Not a correctness test: prints the time of docs/BENCH.md's H=8 T=16 L=65536 case (page 64) on
 // this machine. Run with --gtest_also_run_disabled_tests.
 TEST(CpuFast, DISABLED_Speed) {
   CaseSpec spec;

@@ -1,4 +1,4 @@
-// validate_problem: every contract check of DESIGN.md section 3 rejects a broken field with a
+// validate_problem: every contract check of docs/DESIGN.md section 3 rejects a broken field with a
 // message naming the argument and the value, and the valid edge cases pass.
 #include <gtest/gtest.h>
 

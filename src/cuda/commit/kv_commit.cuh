@@ -1,4 +1,4 @@
-// Tree KV commit on the device (DESIGN.md section 5.3): after acceptance, each request's
+// Tree KV commit on the device (docs/DESIGN.md section 5.3): after acceptance, each request's
 // accepted rows move to the front of its tree region of the paged cache.
 #pragma once
 

@@ -1,7 +1,7 @@
 // Tile configurations of the portable mma.sync verify kernel. These constants change speed,
 // never results: every configuration computes the same function (the GPU tests force each).
 //
-// The budget (DESIGN.md section 5): a CTA holds kRows query rows (heads x tree nodes of one
+// The budget (docs/DESIGN.md section 5): a CTA holds kRows query rows (heads x tree nodes of one
 // request) against a stream of KV tiles. Per query row the fp32 output is 512 floats and the
 // 16-bit query 576 values; with 8 warps and kRows = 32 that is 64 + 72 registers per thread
 // (O split by columns, Q split along the 576-deep dot product), which leaves shared memory

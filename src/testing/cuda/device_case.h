@@ -14,7 +14,7 @@ namespace treeverify::testing {
 class DeviceCase {
  public:
   // Uploads everything; `copies` > 1 keeps that many copies of q and the KV pool, so timing
-  // loops can rotate through them and measure memory rather than L2 (BENCH.md).
+  // loops can rotate through them and measure memory rather than L2 (docs/BENCH.md).
   explicit DeviceCase(const HostCase& host, int copies = 1);
   ~DeviceCase();
   DeviceCase(const DeviceCase&) = delete;
