@@ -2,7 +2,8 @@
 # Configures and builds treeverify into ./build (or $BUILD_DIR). The CUDA backend is built
 # when nvcc is found (PATH or /usr/local/cuda); extra CMake arguments pass through, e.g.
 #   scripts/build.sh -DTREEVERIFY_CUDA=OFF
-#   scripts/build.sh -DTREEVERIFY_CUDA_ARCHS=90
+#   scripts/build.sh -DTREEVERIFY_CUDA_ARCHS=90        (default: the GPU here, else all six)
+#   scripts/build.sh -DTREEVERIFY_CUDA_ARCHS=release   (all six, for packaging)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README's test command: installs what is missing, builds, runs every test (C++ and Python). GPU tests skip
-# themselves (and say so) on a machine without a GPU; with nvcc present the CUDA kernels of
-# every release architecture are compiled and their resources checked.
+# themselves (and say so) on a machine without a GPU; with nvcc present the CUDA kernels are
+# built (for the GPU here, or every release architecture without one; arguments pass to
+# scripts/build.sh) and the resources of every release architecture are checked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
