@@ -1,8 +1,10 @@
-// Host conversions between float and the 16-bit storage types of q, KV and out.
+// Host conversions between float and the storage types of q, KV and out (bf16, fp16, e4m3).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "treeverify/types.h"
 
@@ -80,6 +82,40 @@ inline uint16_t float_to_half(DType dtype, float f) {
 // Rounds a float through the 16-bit type and back.
 inline float round_to(DType dtype, float f) {
   return half_to_float(dtype, float_to_half(dtype, f));
+}
+
+// float8 e4m3 (OCP e4m3fn): sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0 is
+// subnormal (m x 2^-9); 0x7f and 0xff are NaN; no infinities; largest finite 448.
+inline float e4m3_to_float(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  float v;
+  if ((b & 0x7f) == 0x7f) {
+    v = std::numeric_limits<float>::quiet_NaN();
+  } else if (e == 0) {
+    v = std::ldexp(static_cast<float>(m), -9);
+  } else {
+    v = std::ldexp(1.f + m / 8.f, e - 7);
+  }
+  return (b & 0x80) ? -v : v;
+}
+
+// Round to nearest even; NaN gives 0x7f; magnitudes past the largest finite value saturate to
+// +-448 (e4m3fn has no infinity), as the saturating conversions of CUDA and the engines do.
+inline uint8_t float_to_e4m3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const float a = std::fabs(f);
+  if (a >= 448.f) return sign | 0x7e;
+  if (a < 0x1p-6f) {  // subnormal; m = 8 rounds up to the smallest normal, whose code is 8
+    return sign | static_cast<uint8_t>(std::nearbyint(a * 512.f));
+  }
+  int k;
+  const float frac = std::frexp(a, &k);  // a = frac x 2^k, frac in [0.5, 1)
+  int e = k - 1 + 7;
+  int m = static_cast<int>(std::nearbyint((frac * 2.f - 1.f) * 8.f));
+  if (m == 8) m = 0, ++e;
+  if (e > 15 || (e == 15 && m == 7)) return sign | 0x7e;
+  return sign | static_cast<uint8_t>(e << 3 | m);
 }
 
 }  // namespace treeverify

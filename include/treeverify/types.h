@@ -26,4 +26,17 @@ enum class DType : int32_t { kBF16 = 0, kFP16 = 1 };
 const char* dtype_name(DType dtype);
 inline constexpr int dtype_bytes(DType) { return 2; }
 
+// How the KV cache stores its 576 values a token (docs/DESIGN.md section 3).
+enum class KvFormat : int32_t {
+  kSameAsQ = 0,  // the dtype of q and out: rows of 1152 bytes
+  // float8 e4m3 (OCP e4m3fn: no infinities, NaN = 0x7f and 0xff), rows of 576 bytes; real
+  // value = stored x kv_scale, one float a call (a layer), as SGLang's and vLLM's
+  // --kv-cache-dtype fp8_e4m3 for MLA.
+  kE4M3 = 1,
+};
+const char* kv_format_name(KvFormat format);
+inline constexpr int kv_row_bytes(KvFormat format, DType dtype) {
+  return format == KvFormat::kE4M3 ? kQKDim : kQKDim * dtype_bytes(dtype);
+}
+
 }  // namespace treeverify

@@ -33,8 +33,9 @@ struct VerifyProblem {
   int32_t num_heads = 0;       // H in [1, kMaxHeads]
   int32_t page_size = 0;       // a power of two in [1, kMaxPageSize]
   int64_t num_pages = 0;       // pages in the KV pool
-  DType dtype = DType::kBF16;  // of q, kv_cache and out
-  float softmax_scale = 0.f;   // finite
+  DType dtype = DType::kBF16;  // of q and out, and of kv_cache unless kv_format says otherwise
+  KvFormat kv_format = KvFormat::kSameAsQ;  // e4m3: CPU backends only so far
+  float softmax_scale = 0.f;                // finite
 
   const int32_t* qo_indptr = nullptr;        // [B+1] host: query rows of request b are
                                              //   [qo_indptr[b], qo_indptr[b+1]), T_b of them
@@ -51,7 +52,11 @@ struct VerifyTensors {
   const void* q = nullptr;                   // [total_q, H, 576] dtype
   int64_t q_stride_token = 0;                // 0 means contiguous: H * 576
   int64_t q_stride_head = 0;                 // 0 means contiguous: 576
-  const void* kv_cache = nullptr;            // [num_pages, page_size, 576] dtype, contiguous
+  const void* kv_cache = nullptr;            // [num_pages, page_size, 576] dtype (or e4m3 bytes,
+                                             //   kv_format), contiguous
+  const float* kv_scale = nullptr;           // e4m3 only, and then required: one finite float,
+                                             //   real KV value = stored x *kv_scale (host memory
+                                             //   for CPU backends); null otherwise
   const int32_t* qo_indptr = nullptr;        // [B+1] int32, same values as the problem's
   const int32_t* kv_len = nullptr;           // [B] int32, same values as the problem's
   const int32_t* kv_page_indptr = nullptr;   // [B+1] int32, same values as the problem's
@@ -103,6 +108,7 @@ struct Plan {
   int32_t batch_size = 0, num_heads = 0, page_size = 0, total_q = 0, max_tree = 0;
   int64_t num_pages = 0, nnz_pages = 0, max_kv_len = 0;
   DType dtype = DType::kBF16;
+  KvFormat kv_format = KvFormat::kSameAsQ;
   float softmax_scale = 0.f;
   PlanOptions options;
 

@@ -39,6 +39,16 @@ const char* dtype_name(DType dtype) {
   return "unknown dtype";
 }
 
+const char* kv_format_name(KvFormat format) {
+  switch (format) {
+    case KvFormat::kSameAsQ:
+      return "same as q";
+    case KvFormat::kE4M3:
+      return "e4m3";
+  }
+  return "unknown KV format";
+}
+
 const char* backend_name(Backend backend) {
   switch (backend) {
     case Backend::kAuto:

@@ -62,6 +62,8 @@ Status validate_problem(const VerifyProblem& p, ProblemSummary* summary) {
   TV_REQUIRE(p.num_pages >= 0, "num_pages", "num_pages = {}", p.num_pages);
   TV_REQUIRE(p.dtype == DType::kBF16 || p.dtype == DType::kFP16, "dtype", "dtype = {}",
              static_cast<int32_t>(p.dtype));
+  TV_REQUIRE(p.kv_format == KvFormat::kSameAsQ || p.kv_format == KvFormat::kE4M3, "kv_format",
+             "kv_format = {}", static_cast<int32_t>(p.kv_format));
   TV_REQUIRE(std::isfinite(p.softmax_scale) && p.softmax_scale > 0.f, "softmax_scale",
              "softmax_scale = {}", p.softmax_scale);
 
@@ -152,6 +154,15 @@ Status validate_tensors(const Plan& plan, const VerifyTensors& t) {
   TV_REQUIRE(t.kv_page_indices != nullptr, "kv_page_indices", "null with total_q = {}",
              plan.total_q);
   TV_REQUIRE(t.parents != nullptr, "parents", "null with total_q = {}", plan.total_q);
+  if (plan.kv_format == KvFormat::kE4M3) {
+    TV_REQUIRE(t.kv_scale != nullptr, "kv_scale", "null with an e4m3 KV cache");
+    TV_REQUIRE(aligned(t.kv_scale, alignof(float)), "kv_scale", "address {} is not {}-byte aligned",
+               static_cast<const void*>(t.kv_scale), alignof(float));
+  } else {
+    TV_REQUIRE(t.kv_scale == nullptr, "kv_scale",
+               "given, but the KV cache is {} (kv_scale is for an e4m3 cache)",
+               dtype_name(plan.dtype));
+  }
 
   TV_REQUIRE(aligned(t.q, kLoadAlignBytes), "q", "address {} is not 16-byte aligned", t.q);
   TV_REQUIRE(aligned(t.kv_cache, kLoadAlignBytes), "kv_cache", "address {} is not 16-byte aligned",

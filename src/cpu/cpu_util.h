@@ -1,6 +1,7 @@
 // Helpers shared by the CPU backends: strides and the paged KV address of a token.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/check.h"
@@ -46,6 +47,28 @@ inline const uint16_t* kv_row(const VerifyTensors& t, int32_t page_size, const R
   const auto* kv = static_cast<const uint16_t*>(t.kv_cache);
   return kv + (page * page_size + tok % page_size) * kQKDim;
 }
+// The same row of an e4m3 cache: 576 bytes.
+inline const uint8_t* kv_row_e4m3(const VerifyTensors& t, int32_t page_size, const RequestSpan& r,
+                                  int64_t tok) {
+  const int64_t page = r.pages[tok / page_size];
+  const auto* kv = static_cast<const uint8_t*>(t.kv_cache);
+  return kv + (page * page_size + tok % page_size) * kQKDim;
+}
+
+// The first n values of KV token `tok` as T (float or double), dequantized: kv_scale times
+// the stored e4m3 value, or the 16-bit value as stored.
+template <typename T>
+inline void load_kv_row(const Plan& plan, const VerifyTensors& t, const RequestSpan& r, int64_t tok,
+                        int n, T* dst) {
+  if (plan.kv_format == KvFormat::kE4M3) {
+    const uint8_t* src = kv_row_e4m3(t, plan.page_size, r, tok);
+    const T scale = *t.kv_scale;
+    for (int c = 0; c < n; ++c) dst[c] = static_cast<T>(e4m3_to_float(src[c])) * scale;
+  } else {
+    const uint16_t* src = kv_row(t, plan.page_size, r, tok);
+    for (int c = 0; c < n; ++c) dst[c] = half_to_float(plan.dtype, src[c]);
+  }
+}
 
 // The checks a CPU backend needs to stay in bounds on input that validate_problem and
 // validate_tensors passed; the full contract is theirs. need_out: out must be non-null.
@@ -67,6 +90,10 @@ inline Status check_host_inputs(const Plan& plan, const VerifyTensors& t, bool n
   TV_REQUIRE(t.kv_page_indices != nullptr, "kv_page_indices", "null");
   TV_REQUIRE(t.parents != nullptr, "parents", "null");
   if (need_out) TV_REQUIRE(t.out != nullptr, "out", "null");
+  if (plan.kv_format == KvFormat::kE4M3) {
+    TV_REQUIRE(t.kv_scale != nullptr, "kv_scale", "null with an e4m3 KV cache");
+    TV_REQUIRE(std::isfinite(*t.kv_scale), "kv_scale", "*kv_scale = {}", *t.kv_scale);
+  }
   return Status::Ok();
 }
 

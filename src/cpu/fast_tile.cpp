@@ -30,6 +30,16 @@ const float* fp16_table() {
   return table.data();
 }
 
+// e4m3 -> fp32 through a 256-entry table, times the cache's scale.
+void decode_e4m3(const uint8_t* src, int n, float scale, float* dst) {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(256);
+    for (uint32_t b = 0; b < 256; ++b) t[b] = e4m3_to_float(static_cast<uint8_t>(b));
+    return t;
+  }();
+  for (int c = 0; c < n; ++c) dst[c] = table[src[c]] * scale;
+}
+
 void decode(DType dtype, const uint16_t* src, int n, float* dst) {
   if (dtype == DType::kBF16) {
     for (int c = 0; c < n; ++c) dst[c] = bf16_to_float(src[c]);
@@ -159,7 +169,12 @@ void attend_range(const Plan& plan, const VerifyTensors& tensors, const FastRequ
     const int32_t n = static_cast<int32_t>(std::min<int64_t>(kTileTokens, tok1 - t0));
     for (int32_t j = 0; j < n; ++j) {
       float* row = kv + int64_t{j} * kQKDim;
-      decode(plan.dtype, kv_row(tensors, plan.page_size, req.span, t0 + j), kQKDim, row);
+      if (plan.kv_format == KvFormat::kE4M3) {
+        decode_e4m3(kv_row_e4m3(tensors, plan.page_size, req.span, t0 + j), kQKDim,
+                    *tensors.kv_scale, row);
+      } else {
+        decode(plan.dtype, kv_row(tensors, plan.page_size, req.span, t0 + j), kQKDim, row);
+      }
       if (any_nonfinite(row, kQKDim))
         quarantine_token(req, heads, row0, rows, t0 + j, row, state.l);
     }

@@ -65,7 +65,7 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
     }
     // Pass 1: scaled scores, token-outer so each KV row is decoded once per block.
     for (int64_t tok = 0; tok < kvl; ++tok) {
-      load_row(plan.dtype, kv_row(t, plan.page_size, req, tok), kQKDim, kd.data());
+      load_kv_row(plan, t, req, tok, kQKDim, kd.data());
       tok_bad[tok] = any_nonfinite(kd.data(), kQKDim);
       for (int64_t r = 0; r < nr; ++r) {
         double dot = 0;
@@ -104,7 +104,7 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
     // Pass 3: out = P.V / sum, token-outer again; V is the first 512 columns of the KV row.
     std::fill(acc.begin(), acc.end(), 0.0);
     for (int64_t tok = 0; tok < kvl; ++tok) {
-      load_row(plan.dtype, kv_row(t, plan.page_size, req, tok), kVDim, kd.data());
+      load_kv_row(plan, t, req, tok, kVDim, kd.data());
       for (int64_t r = 0; r < nr; ++r) {
         const double p = s[r * kvl + tok];
         if (p == 0) continue;
