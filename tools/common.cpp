@@ -31,6 +31,10 @@ void add_case_flags(CLI::App* app, CaseFlags* f) {
                   "multiply every prefix length L by this factor in (0, 1], or 'auto'")
       ->capture_default_str();
   app->add_option("--seed", f->seed, "random seed of the case data (default: the case's)");
+  app->add_option("--kv-format", f->kv_format,
+                  "KV cache of every case: same (the q dtype) or e4m3 (exact mode: products in "
+                  "the q dtype)")
+      ->capture_default_str();
   auto* g = app->add_option_group("custom case", "a case given by flags instead of a suite name");
   g->add_option("--tree", f->tree, "T: one value, or one per request");
   g->add_option("--prefix", f->prefix, "L: one value, or one per request");
@@ -83,6 +87,12 @@ Status resolve_cases(const CaseFlags& f, std::vector<SuiteCase>* cases) {
   }
   if (f.seed) {
     for (SuiteCase& c : out) c.seed = *f.seed;
+  }
+  if (f.kv_format == "e4m3") {
+    for (SuiteCase& c : out) c.kv_format = KvFormat::kE4M3;
+  } else if (f.kv_format != "same") {
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("unknown --kv-format '{}': expected same or e4m3", f.kv_format));
   }
   *cases = std::move(out);
   return Status::Ok();

@@ -25,6 +25,7 @@ struct CaseFlags {
   int32_t batch = 1;
   std::string shape = "random";
   std::string dtype = "bf16";
+  std::string kv_format = "same";  // "same" (the q dtype) or "e4m3"
   std::optional<uint64_t> seed;
   std::string backend = "auto";
   std::string scale_l = "auto";   // a factor for every prefix length, or "auto"

@@ -31,11 +31,14 @@ Status per_request(const json& entry, const char* key, int32_t batch, const std:
   const json& v = entry.at(key);
   // An integer in [0, the largest T], read without wrapping (json keeps big ones unsigned).
   auto value_of = [&](const json& x, T* out) -> Status {
-    const bool too_big = x.is_number_unsigned()
-                             ? x.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())
-                             : x.get<int64_t>() > static_cast<int64_t>(std::numeric_limits<T>::max());
-    if (too_big) return bad(origin, where, fmt::format("'{}' has a value {} past {}", key,
-                                                         x.dump(), std::numeric_limits<T>::max()));
+    const bool too_big =
+        x.is_number_unsigned()
+            ? x.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())
+            : x.get<int64_t>() > static_cast<int64_t>(std::numeric_limits<T>::max());
+    if (too_big)
+      return bad(
+          origin, where,
+          fmt::format("'{}' has a value {} past {}", key, x.dump(), std::numeric_limits<T>::max()));
     if (!x.is_number_unsigned() && x.get<int64_t>() < 0)
       return bad(origin, where, fmt::format("'{}' has a negative value {}", key, x.dump()));
     *out = static_cast<T>(x.get<int64_t>());
@@ -139,8 +142,9 @@ Status parse_suite(const std::string& json_text, const std::string& origin,
     for (int32_t i = 0; i < b; ++i) {
       const int64_t room = std::numeric_limits<int32_t>::max() - int64_t{base.tree_sizes[i]};
       if (base.prefix_lens[i] > room)
-        return bad(origin, where, fmt::format("request {}: prefix + tree = {} + {} is past 2^31 - 1",
-                                              i, base.prefix_lens[i], base.tree_sizes[i]));
+        return bad(origin, where,
+                   fmt::format("request {}: prefix + tree = {} + {} is past 2^31 - 1", i,
+                               base.prefix_lens[i], base.tree_sizes[i]));
       total_kv += base.prefix_lens[i] + base.tree_sizes[i];
     }
     if (total_kv > std::numeric_limits<int32_t>::max())
@@ -230,6 +234,7 @@ testing::CaseSpec to_spec(const SuiteCase& c) {
   spec.page_size = c.page_size;
   spec.shape = c.shape;
   spec.dtype = c.dtype;
+  spec.kv_format = c.kv_format;
   spec.softmax_scale = c.softmax_scale;
   spec.seed = c.seed;
   return spec;
@@ -240,7 +245,7 @@ double case_bytes(const SuiteCase& c) {
   for (size_t b = 0; b < c.tree_sizes.size(); ++b) {
     tokens += static_cast<double>(c.prefix_lens[b]) + c.tree_sizes[b];
   }
-  return tokens * kQKDim * dtype_bytes(c.dtype);
+  return tokens * kv_row_bytes(c.kv_format, c.dtype);
 }
 
 double case_flops(const SuiteCase& c) {
@@ -258,6 +263,7 @@ VerifyProblem CaseMetadata::problem(const SuiteCase& c) const {
                        .page_size = c.page_size,
                        .num_pages = num_pages,
                        .dtype = c.dtype,
+                       .kv_format = c.kv_format,
                        .softmax_scale = c.softmax_scale,
                        .qo_indptr = qo_indptr.data(),
                        .kv_len = kv_len.data(),

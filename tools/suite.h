@@ -23,6 +23,7 @@ struct SuiteCase {
   std::vector<int64_t> prefix_lens;  // L_b per request
   testing::TreeShape shape = testing::TreeShape::kRandom;
   DType dtype = DType::kBF16;
+  KvFormat kv_format = KvFormat::kSameAsQ;  // set by --kv-format, not by suite files
   float softmax_scale = 0.1447f;
   uint64_t seed = 1;
 };

@@ -50,7 +50,12 @@ class DeviceRunner final : public Runner {
     TV_CUDA_TRY(cudaEventCreate(&start_));
     TV_CUDA_TRY(cudaEventCreate(&stop_));
     TV_RETURN_IF_ERROR(upload(case_.q, &q_));
-    TV_RETURN_IF_ERROR(upload(case_.kv, &kv_));
+    if (case_.spec.kv_format == KvFormat::kE4M3) {
+      TV_RETURN_IF_ERROR(upload(case_.kv8, &kv_));
+      TV_RETURN_IF_ERROR(upload(std::vector<float>{case_.kv_scale}, &kv_scale_));
+    } else {
+      TV_RETURN_IF_ERROR(upload(case_.kv, &kv_));
+    }
     TV_RETURN_IF_ERROR(upload(case_.qo_indptr, &qo_indptr_));
     TV_RETURN_IF_ERROR(upload(case_.kv_len, &kv_len_));
     TV_RETURN_IF_ERROR(upload(case_.kv_page_indptr, &page_indptr_));
@@ -119,6 +124,7 @@ class DeviceRunner final : public Runner {
     VerifyTensors t = case_.tensors(out_, static_cast<float*>(lse_));
     t.q = q_;
     t.kv_cache = kv_;
+    t.kv_scale = static_cast<const float*>(kv_scale_);
     t.qo_indptr = static_cast<const int32_t*>(qo_indptr_);
     t.kv_len = static_cast<const int32_t*>(kv_len_);
     t.kv_page_indptr = static_cast<const int32_t*>(page_indptr_);
@@ -135,7 +141,8 @@ class DeviceRunner final : public Runner {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   std::vector<void*> buffers_;
-  void *q_ = nullptr, *kv_ = nullptr, *qo_indptr_ = nullptr, *kv_len_ = nullptr;
+  void *q_ = nullptr, *kv_ = nullptr, *kv_scale_ = nullptr, *qo_indptr_ = nullptr,
+       *kv_len_ = nullptr;
   void *page_indptr_ = nullptr, *page_indices_ = nullptr, *parents_ = nullptr;
   void *out_ = nullptr, *lse_ = nullptr, *workspace_ = nullptr, *flush_ = nullptr;
   size_t flush_size_ = 0;

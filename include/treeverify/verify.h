@@ -34,7 +34,7 @@ struct VerifyProblem {
   int32_t page_size = 0;       // a power of two in [1, kMaxPageSize]
   int64_t num_pages = 0;       // pages in the KV pool
   DType dtype = DType::kBF16;  // of q and out, and of kv_cache unless kv_format says otherwise
-  KvFormat kv_format = KvFormat::kSameAsQ;  // e4m3: CPU backends only so far
+  KvFormat kv_format = KvFormat::kSameAsQ;  // see KvFormat (types.h)
   float softmax_scale = 0.f;                // finite
 
   const int32_t* qo_indptr = nullptr;        // [B+1] host: query rows of request b are
@@ -55,8 +55,10 @@ struct VerifyTensors {
   const void* kv_cache = nullptr;            // [num_pages, page_size, 576] dtype (or e4m3 bytes,
                                              //   kv_format), contiguous
   const float* kv_scale = nullptr;           // e4m3 only, and then required: one finite float,
-                                             //   real KV value = stored x *kv_scale (host memory
-                                             //   for CPU backends); null otherwise
+                                             //   real KV value = stored x *kv_scale (device
+                                             //   memory for CUDA backends, host memory for CPU
+                                             //   ones; read when the call runs, so a CUDA graph
+                                             //   sees updates); null otherwise
   const int32_t* qo_indptr = nullptr;        // [B+1] int32, same values as the problem's
   const int32_t* kv_len = nullptr;           // [B] int32, same values as the problem's
   const int32_t* kv_page_indptr = nullptr;   // [B+1] int32, same values as the problem's

@@ -30,9 +30,6 @@ Status plan_cuda(const VerifyProblem& problem, const detail::ProblemSummary& sum
   if (std::string why = cuda_unavailable_reason(); !why.empty()) {
     return Status(detail::cuda_compiled() ? StatusCode::kNoDevice : StatusCode::kUnsupported, why);
   }
-  TV_REQUIRE_CODE(StatusCode::kUnsupported, problem.kv_format == KvFormat::kSameAsQ, "kv_format",
-                  "cuda-mma has no kernel for an e4m3 KV cache yet; the CPU backends (cpu-fast, "
-                  "cpu-reference) take one");
   const int ordinal = options.device >= 0 ? options.device : detail::cuda_current_device();
   DeviceInfo device;
   TV_RETURN_IF_ERROR(detail::cuda_device_info(ordinal, &device));

@@ -72,6 +72,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .q_stride_token = t.q_stride_token ? t.q_stride_token : plan.num_heads * q_head,
       .q_stride_head = q_head,
       .kv = t.kv_cache,
+      .kv_scale = t.kv_scale,
       .kv_page_indptr = t.kv_page_indptr,
       .kv_page_indices = t.kv_page_indices,
       .kv_len = t.kv_len,
@@ -94,6 +95,10 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   const cudaError_t err =
       cuda::mma::with_variant(static_cast<VariantId>(plan.variant), [&]<typename V>(V) {
         const dim3 grid((max_rows + V::kRows - 1) / V::kRows, plan.num_chunks, plan.batch_size);
+        if (plan.kv_format == KvFormat::kE4M3)
+          return plan.dtype == DType::kBF16
+                     ? cuda::mma::launch_verify<__nv_bfloat16, V, true>(kp, grid, stream)
+                     : cuda::mma::launch_verify<__half, V, true>(kp, grid, stream);
         return plan.dtype == DType::kBF16
                    ? cuda::mma::launch_verify<__nv_bfloat16, V>(kp, grid, stream)
                    : cuda::mma::launch_verify<__half, V>(kp, grid, stream);

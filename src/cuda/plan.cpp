@@ -33,22 +33,27 @@ std::string variant_name(VariantId v) {
   });
 }
 
-// Rows, shared memory and measured occupancy of a variant on the current device.
-VariantFacts variant_facts(VariantId v, DType dtype) {
+// Rows, shared memory and measured occupancy of a variant on the current device, for a
+// 16-bit or (e4m3) an e4m3 cache.
+VariantFacts variant_facts(VariantId v, DType dtype, bool e4m3) {
   return cuda::mma::with_variant(v, [&]<typename V>(V) {
-    const int ctas = dtype == DType::kBF16 ? cuda::mma::verify_ctas_per_sm<__nv_bfloat16, V>()
-                                           : cuda::mma::verify_ctas_per_sm<__half, V>();
+    using cuda::mma::verify_ctas_per_sm;
+    const bool bf16 = dtype == DType::kBF16;
+    const int ctas =
+        e4m3 ? (bf16 ? verify_ctas_per_sm<__nv_bfloat16, V, true>()
+                     : verify_ctas_per_sm<__half, V, true>())
+             : (bf16 ? verify_ctas_per_sm<__nv_bfloat16, V>() : verify_ctas_per_sm<__half, V>());
     return VariantFacts{V::kRows, V::kTokens, V::kSmemBytes,  ctas,
                         V::kBulk, V::kHalves, variant_name(v)};
   });
 }
 
 // variant_facts on `device`, made current for the occupancy query, the caller's restored.
-VariantFacts variant_facts_on(const DeviceInfo& device, VariantId v, DType dtype) {
+VariantFacts variant_facts_on(const DeviceInfo& device, VariantId v, DType dtype, bool e4m3) {
   int previous = 0;
   (void)cudaGetDevice(&previous);
   (void)cudaSetDevice(device.ordinal);
-  VariantFacts facts = variant_facts(v, dtype);
+  VariantFacts facts = variant_facts(v, dtype, e4m3);
   (void)cudaSetDevice(previous);
   return facts;
 }
@@ -59,12 +64,12 @@ VariantFacts variant_facts_on(const DeviceInfo& device, VariantId v, DType dtype
 // 39 ns, a 16-row one 60 ns (its 2-stage pipe waits on memory); a CTA's fixed cost is 12 us
 // at 64 rows and 9.5 us below; the combine about 3 us beyond its reads. Other devices and
 // tables use the same figures: they steer the choice, never the result.
-SplitCosts split_costs(const VariantFacts& facts, const DeviceInfo& device) {
+SplitCosts split_costs(const VariantFacts& facts, const DeviceInfo& device, int token_bytes) {
   SplitCosts c;
   c.token_ns = facts.rows == 64 ? 62 : facts.rows == 32 ? 39 : 60;
   c.cta_ns = facts.rows == 64 ? 12000 : 9500;
   c.combine_ns = 3000;
-  c.token_bytes = cuda::mma::kQKDim * 2;
+  c.token_bytes = token_bytes;
   // The memory's peak as the device reports it; the H200's measured copy rate is 4.2 TB/s.
   if (device.memory_bandwidth > 0) c.bytes_per_ns = device.memory_bandwidth * 1e-9;
   c.partial_row_ns = (cuda::mma::kVDim + 1) * 4 * 2 / c.bytes_per_ns;  // written, read back
@@ -113,7 +118,8 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                   "options.force_config_arch", "no tile configuration for sm_{}", config_arch);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, problem.batch_size <= 65535, "batch_size",
                   "{} requests; the grid holds at most 65535 per call", problem.batch_size);
-  const VariantFacts facts = variant_facts_on(device, variant, problem.dtype);
+  const bool e4m3 = problem.kv_format == KvFormat::kE4M3;
+  const VariantFacts facts = variant_facts_on(device, variant, problem.dtype, e4m3);
   TV_REQUIRE_CODE(
       StatusCode::kUnsupported,
       facts.ctas_per_sm > 0 && static_cast<size_t>(facts.smem) <= device.smem_per_block_optin,
@@ -146,7 +152,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
     in.rows_per_cta = f.rows;
     in.tile_tokens = f.tokens;
     in.concurrent_ctas = device.sm_count * f.ctas_per_sm;
-    in.costs = split_costs(f, device);
+    in.costs = split_costs(f, device, kv_row_bytes(problem.kv_format, problem.dtype));
     in.forced_chunk_tokens = options.force_chunk_tokens;
     return problem.batch_size > 0 ? plan_split_schedule(in)
                                   : SplitSchedule{.chunk_tokens = f.tokens};
@@ -161,9 +167,8 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
       if (v == VariantId::kNone || v == chosen || rows >= facts.rows ||
           !cuda::mma::variant_compiled_for(v, device.kernel_arch))
         continue;
-      const VariantFacts f = variant_facts_on(device, v, problem.dtype);
-      if (f.ctas_per_sm == 0 || static_cast<size_t>(f.smem) > device.smem_per_block_optin)
-        continue;
+      const VariantFacts f = variant_facts_on(device, v, problem.dtype, e4m3);
+      if (f.ctas_per_sm == 0 || static_cast<size_t>(f.smem) > device.smem_per_block_optin) continue;
       const SplitSchedule s = schedule_for(f);
       if (s.est_ns < sched.est_ns) chosen = v, chosen_facts = f, sched = s;
     }
@@ -186,26 +191,29 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   // device.
   plan->programmatic_combine = device.kernel_arch >= 90;
   const VariantFacts& f = chosen_facts;
-  plan->kernel =
-      fmt::format("cuda-mma/{}/{}/sm{}-config", dtype_name(problem.dtype), f.name, config_arch);
+  plan->kernel = fmt::format("cuda-mma/{}{}/{}/sm{}-config", dtype_name(problem.dtype),
+                             e4m3 ? "-e4m3kv" : "", f.name, config_arch);
   // Why these tiles: the table in cuda/mma/config.h, unless the schedule took fewer rows.
-  const std::string tiles =
-      f.rows < facts.rows ? fmt::format("the table's {}-row CTAs would leave the device idle at "
-                                        "this length",
-                                        facts.rows)
-      : f.rows == 16      ? "no request has more than 16 rows"
-      : f.rows == 32      ? "no request has more than 32 rows"
-                          : "requests have more than 32 rows";
-  const std::string split =
-      sched.partial_rows > 0 ? fmt::format(", {} partial rows to combine", sched.partial_rows)
-                             : ", no request split";
+  const std::string tiles = f.rows < facts.rows
+                                ? fmt::format(
+                                      "the table's {}-row CTAs would leave the device idle at "
+                                      "this length",
+                                      facts.rows)
+                            : f.rows == 16 ? "no request has more than 16 rows"
+                            : f.rows == 32 ? "no request has more than 32 rows"
+                                           : "requests have more than 32 rows";
+  const std::string split = sched.partial_rows > 0
+                                ? fmt::format(", {} partial rows to combine", sched.partial_rows)
+                                : ", no request split";
   plan->reason = fmt::format(
-      "{} runs sm_{} code; {} rows a CTA ({}){}, {}-token KV tiles{}; {} row block(s) x {} "
+      "{} runs sm_{} code; {} rows a CTA ({}){}, {}-token KV tiles{}{}; {} row block(s) x {} "
       "chunk(s) of {} tokens = {} CTAs, {} per SM{}; modelled {:.1f} us",
       where, device.kernel_arch, f.rows, tiles,
       f.halves ? " in two halves, one's softmax beside the other's products" : "", f.tokens,
-      f.bulk ? " by bulk copies" : "", sched.max_row_blocks, sched.num_chunks, sched.chunk_tokens,
-      sched.num_ctas, f.ctas_per_sm, split, sched.est_ns * 1e-3);
+      f.bulk ? " by bulk copies" : "",
+      e4m3 ? ", e4m3 widened to 16 bits in shared memory (exact: products in the q dtype)" : "",
+      sched.max_row_blocks, sched.num_chunks, sched.chunk_tokens, sched.num_ctas, f.ctas_per_sm,
+      split, sched.est_ns * 1e-3);
   plan->workspace_bytes = workspace_layout(*plan).total();
   return Status::Ok();
 }

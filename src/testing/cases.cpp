@@ -121,6 +121,7 @@ VerifyProblem HostCase::problem() const {
       .page_size = spec.page_size,
       .num_pages = num_pages,
       .dtype = spec.dtype,
+      .kv_format = spec.kv_format,
       .softmax_scale = spec.softmax_scale,
       .qo_indptr = qo_indptr.data(),
       .kv_len = kv_len.data(),
@@ -133,7 +134,9 @@ VerifyProblem HostCase::problem() const {
 VerifyTensors HostCase::tensors(void* out, float* lse) const {
   return VerifyTensors{
       .q = q.data(),
-      .kv_cache = kv.data(),
+      .kv_cache = spec.kv_format == KvFormat::kE4M3 ? static_cast<const void*>(kv8.data())
+                                                    : static_cast<const void*>(kv.data()),
+      .kv_scale = spec.kv_format == KvFormat::kE4M3 ? &kv_scale : nullptr,
       .qo_indptr = qo_indptr.data(),
       .kv_len = kv_len.data(),
       .kv_page_indptr = kv_page_indptr.data(),
@@ -207,6 +210,13 @@ HostCase make_case(const CaseSpec& spec) {
   const uint64_t q_seed = seeder.next(), kv_seed = seeder.next();
   fill_normal(spec.dtype, q_seed, &c.q);
   fill_normal(spec.dtype, kv_seed, &c.kv);
+  if (spec.kv_format == KvFormat::kE4M3) {  // the same values, quantized; kv is dropped
+    c.kv_scale = spec.kv_scale;
+    c.kv8.resize(c.kv.size());
+    for (size_t i = 0; i < c.kv.size(); ++i)
+      c.kv8[i] = float_to_e4m3(half_to_float(spec.dtype, c.kv[i]) / spec.kv_scale);
+    c.kv = {};
+  }
   return c;
 }
 
@@ -216,7 +226,7 @@ HostCase make_case(const CaseSpec& spec) {
 double verify_bytes(const HostCase& c) {
   double bytes = 0;
   for (int32_t len : c.kv_len)
-    bytes += static_cast<double>(len) * kQKDim * dtype_bytes(c.spec.dtype);
+    bytes += static_cast<double>(len) * kv_row_bytes(c.spec.kv_format, c.spec.dtype);
   return bytes;
 }
 

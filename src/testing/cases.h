@@ -36,6 +36,10 @@ struct CaseSpec {
   // Extra unused pages in the pool, as a fraction of the pages used; the used pages are a
   // random permutation of the pool, so nothing is contiguous by accident.
   double pool_slack = 0.25;
+  // e4m3: the KV values are stored as e4m3(value / kv_scale). 1/64 puts N(0, 1) values well
+  // inside e4m3's range (|value| < 448 / 64 = 7), as a per-layer amax / 448 scale would.
+  KvFormat kv_format = KvFormat::kSameAsQ;
+  float kv_scale = 1.f / 64;
 };
 
 // All host data of one verify call.
@@ -45,7 +49,9 @@ struct HostCase {
   std::vector<int32_t> qo_indptr, kv_len, kv_page_indptr, kv_page_indices, parents;
   std::vector<uint16_t> q;   // [total_q, H, 576] dtype bits, values ~ N(0, 1) (approximately)
   std::vector<uint16_t> kv;  // [num_pages, page_size, 576] dtype bits, values ~ N(0, 1),
-                             //   idle pages and slots past kv_len included
+                             //   idle pages and slots past kv_len included; empty for e4m3
+  std::vector<uint8_t> kv8;  // the same for an e4m3 cache (spec.kv_format), else empty
+  float kv_scale = 0.f;      // e4m3: spec.kv_scale (tensors() points at it)
 
   int32_t total_q() const { return qo_indptr.empty() ? 0 : qo_indptr.back(); }
   VerifyProblem problem() const;  // points into this case's vectors

@@ -50,63 +50,46 @@ TEST(E4M3, RoundTripsEveryCodeAndRoundsToNearestEven) {
   EXPECT_EQ(float_to_e4m3(std::ldexp(3.f, -10)), 0x02);  // halfway 2^-9 and 2^-8: to 2^-8
 }
 
-// A random case, and its cache quantized to e4m3 with `scale`: bytes = e4m3(value / scale).
-struct E4m3Case {
-  HostCase host;  // kv: the dequantized values, rounded to the case's dtype
-  std::vector<uint8_t> kv8;
-  float scale;
-};
-
-E4m3Case make_e4m3_case(const CaseSpec& spec, float scale) {
-  E4m3Case c{treeverify::testing::make_case(spec), {}, scale};
-  c.kv8.resize(c.host.kv.size());
-  for (size_t i = 0; i < c.kv8.size(); ++i) {
-    const float v = treeverify::half_to_float(spec.dtype, c.host.kv[i]);
-    c.kv8[i] = float_to_e4m3(v / scale);
-    c.host.kv[i] = treeverify::float_to_half(spec.dtype, e4m3_to_float(c.kv8[i]) * scale);
-  }
-  return c;
+// The 16-bit case holding exactly the dequantized values of the e4m3 case `c` (exact when
+// kv_scale is a power of two: e4m3's 4 significant bits and exponents fit bf16 and fp16).
+HostCase dequantized(const HostCase& c) {
+  HostCase d = c;
+  d.spec.kv_format = KvFormat::kSameAsQ;
+  d.kv.resize(c.kv8.size());
+  for (size_t i = 0; i < c.kv8.size(); ++i)
+    d.kv[i] = treeverify::float_to_half(c.spec.dtype, e4m3_to_float(c.kv8[i]) * c.kv_scale);
+  d.kv8.clear();
+  return d;
 }
 
-treeverify::VerifyProblem e4m3_problem(const E4m3Case& c) {
-  treeverify::VerifyProblem p = c.host.problem();
-  p.kv_format = KvFormat::kE4M3;
-  return p;
+HostCase e4m3_case(int heads, std::vector<int32_t> trees, std::vector<int64_t> prefixes, int page,
+                   DType dtype, uint64_t seed, float scale) {
+  return treeverify::testing::make_case(CaseSpec{.name = "e4m3",
+                                                 .num_heads = heads,
+                                                 .tree_sizes = std::move(trees),
+                                                 .prefix_lens = std::move(prefixes),
+                                                 .page_size = page,
+                                                 .dtype = dtype,
+                                                 .seed = seed,
+                                                 .kv_format = KvFormat::kE4M3,
+                                                 .kv_scale = scale});
 }
 
-treeverify::VerifyTensors e4m3_tensors(const E4m3Case& c, void* out, float* lse) {
-  treeverify::VerifyTensors t = c.host.tensors(out, lse);
-  t.kv_cache = c.kv8.data();
-  t.kv_scale = &c.scale;
-  return t;
-}
-
-CaseSpec spec(int heads, std::vector<int32_t> trees, std::vector<int64_t> prefixes, int page,
-              DType dtype, uint64_t seed) {
-  return CaseSpec{.name = "e4m3",
-                  .num_heads = heads,
-                  .tree_sizes = std::move(trees),
-                  .prefix_lens = std::move(prefixes),
-                  .page_size = page,
-                  .dtype = dtype,
-                  .seed = seed};
-}
-
-// With a power-of-two scale every dequantized value is exact in bf16 and fp16 (e4m3's 4
-// significant bits and exponents fit both), so the oracle must give the same bits on the
-// e4m3 cache as on the 16-bit cache holding those values: a check of the e4m3 path by a path
-// that does not decode e4m3.
+// The oracle on the e4m3 cache gives the same bits as the oracle on the 16-bit cache holding
+// its dequantized values: the e4m3 path checked by a path that does not decode e4m3.
 TEST(E4M3, OracleEqualsTheOracleOnTheDequantizedCache) {
   for (DType dtype : {DType::kBF16, DType::kFP16}) {
     for (float scale : {0.5f, 0.0625f}) {
-      const E4m3Case c = make_e4m3_case(spec(3, {7, 1}, {40, 300}, 16, dtype, 21), scale);
-      ReferenceResult ref16, ref8;
+      const HostCase c = e4m3_case(3, {7, 1}, {40, 300}, 16, dtype, 21, scale);
+      const HostCase d = dequantized(c);
       PlanOptions o;
       o.backend = Backend::kCpuReference;
-      treeverify::Plan p16 = plan_for(c.host, o), p8 = p16;
+      treeverify::Plan p8 = plan_for(c, o);
       p8.kv_format = KvFormat::kE4M3;
-      ASSERT_TRUE(reference_attention(p16, c.host.tensors(nullptr, nullptr), false, &ref16).ok());
-      ASSERT_TRUE(reference_attention(p8, e4m3_tensors(c, nullptr, nullptr), false, &ref8).ok());
+      ReferenceResult ref16, ref8;
+      ASSERT_TRUE(
+          reference_attention(plan_for(d, o), d.tensors(nullptr, nullptr), false, &ref16).ok());
+      ASSERT_TRUE(reference_attention(p8, c.tensors(nullptr, nullptr), false, &ref8).ok());
       EXPECT_EQ(ref8.out, ref16.out);
       EXPECT_EQ(ref8.lse, ref16.lse);
     }
@@ -124,21 +107,19 @@ TEST(E4M3, CpuFastMatchesTheOracle) {
   for (const Shape& s : shapes) {
     for (DType dtype : {DType::kBF16, DType::kFP16}) {
       for (int threads : {1, 4}) {
-        const E4m3Case c =
-            make_e4m3_case(spec(s.heads, s.trees, s.prefixes, s.page, dtype, 22), 0.37f);
-        ReferenceResult ref;
+        const HostCase c = e4m3_case(s.heads, s.trees, s.prefixes, s.page, dtype, 22, 0.037f);
         PlanOptions ro;
         ro.backend = Backend::kCpuReference;
-        treeverify::Plan rp = plan_for(c.host, ro);
+        treeverify::Plan rp = plan_for(c, ro);
         rp.kv_format = KvFormat::kE4M3;
-        ASSERT_TRUE(reference_attention(rp, e4m3_tensors(c, nullptr, nullptr), false, &ref).ok());
-        std::vector<uint16_t> out(c.host.out_elems(), 0x7fff);
-        std::vector<float> lse(c.host.lse_elems(), NAN);
+        ReferenceResult ref;
+        ASSERT_TRUE(reference_attention(rp, c.tensors(nullptr, nullptr), false, &ref).ok());
+        std::vector<uint16_t> out(c.out_elems(), 0x7fff);
+        std::vector<float> lse(c.lse_elems(), NAN);
         PlanOptions o;
         o.backend = Backend::kCpuFast;
         o.num_threads = threads;
-        const Status st =
-            treeverify::verify_cpu(e4m3_problem(c), e4m3_tensors(c, out.data(), lse.data()), o);
+        const Status st = treeverify::verify_cpu(c.problem(), c.tensors(out.data(), lse.data()), o);
         ASSERT_TRUE(st.ok()) << st.to_string();
         const auto cmp =
             treeverify::testing::compare_with_reference(dtype, out, lse.data(), ref.out, ref.lse);
@@ -151,34 +132,31 @@ TEST(E4M3, CpuFastMatchesTheOracle) {
 
 // A NaN code in the leaf of [-1, 0, 1, 1] reaches only the leaf's rows (verify.h's policy).
 TEST(E4M3, NanCodeReachesOnlyTheRowsThatSeeIt) {
-  E4m3Case c = make_e4m3_case(spec(2, {4}, {50}, 16, DType::kBF16, 23), 0.25f);
-  c.host.parents = {-1, 0, 1, 1};
-  const size_t leaf = token_offset(c.host, 0, 53);
+  HostCase c = e4m3_case(2, {4}, {50}, 16, DType::kBF16, 23, 0.25f);
+  c.parents = {-1, 0, 1, 1};
+  HostCase b = c;
+  b.kv8[token_offset(c, 0, 53) + 9] = 0x7f;
   for (Backend backend : {Backend::kCpuReference, Backend::kCpuFast}) {
-    std::vector<uint16_t> clean(c.host.out_elems()), bad(c.host.out_elems());
-    std::vector<float> lse_clean(c.host.lse_elems()), lse_bad(c.host.lse_elems());
+    std::vector<uint16_t> clean(c.out_elems()), bad(c.out_elems());
+    std::vector<float> lse_clean(c.lse_elems()), lse_bad(c.lse_elems());
     PlanOptions o;
     o.backend = backend;
     ASSERT_TRUE(
-        treeverify::verify_cpu(e4m3_problem(c), e4m3_tensors(c, clean.data(), lse_clean.data()), o)
-            .ok());
-    E4m3Case b = c;
-    b.kv8[leaf + 9] = 0x7f;
-    ASSERT_TRUE(
-        treeverify::verify_cpu(e4m3_problem(b), e4m3_tensors(b, bad.data(), lse_bad.data()), o)
-            .ok());
-    const size_t leaf_rows = 3 * 2;  // nodes 0-2, 2 heads: unchanged
+        treeverify::verify_cpu(c.problem(), c.tensors(clean.data(), lse_clean.data()), o).ok());
+    ASSERT_TRUE(treeverify::verify_cpu(b.problem(), b.tensors(bad.data(), lse_bad.data()), o).ok());
+    const size_t seeing_rows = 3 * 2;  // nodes 0-2, 2 heads: unchanged
     EXPECT_TRUE(
-        std::equal(bad.begin(), bad.begin() + leaf_rows * treeverify::kVDim, clean.begin()));
-    EXPECT_TRUE(std::equal(lse_bad.begin(), lse_bad.begin() + leaf_rows, lse_clean.begin()));
-    for (size_t r = leaf_rows; r < lse_bad.size(); ++r) EXPECT_TRUE(std::isnan(lse_bad[r]));
+        std::equal(bad.begin(), bad.begin() + seeing_rows * treeverify::kVDim, clean.begin()));
+    EXPECT_TRUE(std::equal(lse_bad.begin(), lse_bad.begin() + seeing_rows, lse_clean.begin()));
+    for (size_t r = seeing_rows; r < lse_bad.size(); ++r) EXPECT_TRUE(std::isnan(lse_bad[r]));
   }
 }
 
 TEST(E4M3, ScaleArgumentErrorsAreNamedAndWriteNothing) {
-  const E4m3Case c = make_e4m3_case(spec(2, {3}, {20}, 4, DType::kBF16, 24), 0.5f);
-  std::vector<uint16_t> out(c.host.out_elems(), 0x1234);
-  std::vector<float> lse(c.host.lse_elems(), 7.f);
+  const HostCase c = e4m3_case(2, {3}, {20}, 4, DType::kBF16, 24, 0.5f);
+  const HostCase d = dequantized(c);
+  std::vector<uint16_t> out(c.out_elems(), 0x1234);
+  std::vector<float> lse(c.lse_elems(), 7.f);
   auto expect_error = [&](const treeverify::VerifyProblem& p, const treeverify::VerifyTensors& t,
                           const char* arg) {
     const Status s = treeverify::verify_cpu(p, t);
@@ -187,19 +165,19 @@ TEST(E4M3, ScaleArgumentErrorsAreNamedAndWriteNothing) {
     EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint16_t v) { return v == 0x1234; }));
     EXPECT_TRUE(std::all_of(lse.begin(), lse.end(), [](float v) { return v == 7.f; }));
   };
-  treeverify::VerifyTensors t = e4m3_tensors(c, out.data(), lse.data());
+  treeverify::VerifyTensors t = c.tensors(out.data(), lse.data());
   t.kv_scale = nullptr;
-  expect_error(e4m3_problem(c), t, "kv_scale");
+  expect_error(c.problem(), t, "kv_scale");
   const float nan_scale = NAN;
   t.kv_scale = &nan_scale;
-  expect_error(e4m3_problem(c), t, "kv_scale");
+  expect_error(c.problem(), t, "kv_scale");
   // A scale with a 16-bit cache is a caller's mistake, not something to ignore.
-  treeverify::VerifyTensors t16 = c.host.tensors(out.data(), lse.data());
-  t16.kv_scale = &c.scale;
-  expect_error(c.host.problem(), t16, "kv_scale");
-  treeverify::VerifyProblem bad_format = e4m3_problem(c);
+  treeverify::VerifyTensors t16 = d.tensors(out.data(), lse.data());
+  t16.kv_scale = &c.kv_scale;
+  expect_error(d.problem(), t16, "kv_scale");
+  treeverify::VerifyProblem bad_format = c.problem();
   bad_format.kv_format = static_cast<KvFormat>(7);
-  expect_error(bad_format, e4m3_tensors(c, out.data(), lse.data()), "kv_format");
+  expect_error(bad_format, c.tensors(out.data(), lse.data()), "kv_format");
 }
 
 }  // namespace

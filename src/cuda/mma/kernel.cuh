@@ -24,8 +24,9 @@
 
 namespace treeverify::cuda::mma {
 
-// One CTA's work; the kernel below decides where it is compiled.
-template <typename T, typename V>
+// One CTA's work; the kernel below decides where it is compiled. kE4M3: the cache is e4m3;
+// each tile is widened in shared memory (dequantize_tile) before anything reads it.
+template <typename T, typename V, bool kE4M3>
 __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   CtaWork w;
   if (!cta_work<V>(p, &w)) return;
@@ -64,12 +65,12 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   auto load = [&](int tile) {
     if (tile < n_tiles) {
       if constexpr (V::kBulk)
-        load_kv_tile_bulk<V>(p, stage_of(tile), s_idx + ids_slot(tile),
-                             w.tok_begin + tile * V::kTokens, w.tok_end,
-                             s_bar + (tile % V::kStages) * 8);
+        load_kv_tile_bulk<V, kE4M3>(p, stage_of(tile), s_idx + ids_slot(tile),
+                                    w.tok_begin + tile * V::kTokens, w.tok_end,
+                                    s_bar + (tile % V::kStages) * 8);
       else
-        load_kv_tile<V>(p, stage_of(tile), s_idx + ids_slot(tile), w.tok_begin + tile * V::kTokens,
-                        w.tok_end);
+        load_kv_tile<V, kE4M3>(p, stage_of(tile), s_idx + ids_slot(tile),
+                               w.tok_begin + tile * V::kTokens, w.tok_end);
     }
     load_ids(tile + kIdxAhead);
     cp_async_commit();  // always, so the group count per tile stays uniform
@@ -94,9 +95,20 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   const int own_node = row_valid ? (w.row0 + sm_row) / p.num_heads : 0;
   const uint32_t* mask_row = p.tree_mask + static_cast<int64_t>(w.q0 + own_node) * p.mask_words;
   RowState st;
+  float kv_scale = 1.f;
+  if constexpr (kE4M3) kv_scale = __ldg(p.kv_scale);
   auto softmax = [&](int tile) {
-    softmax_tile<T, V>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * V::kTokens, mask_row,
-                       own_node, row_valid, st);
+    softmax_tile<T, V, kE4M3>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * V::kTokens, mask_row,
+                              own_node, row_valid, st, kv_scale);
+  };
+  // e4m3: tile `tile` has landed and the CTA is past a barrier since; widen it and publish.
+  auto dequantize = [&](int tile) {
+    if constexpr (kE4M3) {
+      if (tile < n_tiles) {
+        dequantize_tile<T, V>(smem + (tile % V::kStages) * V::kStageBytes);
+        __syncthreads();
+      }
+    }
   };
 
   // Tile `tile` has landed: its cp.async group is complete (the caller's wait_group) and, for
@@ -124,6 +136,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     };
     cp_async_wait<V::kStages - 2>();  // tile 0 has landed
     __syncthreads();
+    dequantize(0);
     qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, sub);
     if (half_a) {  // the second phase of half A's tile -1
       named_barrier_sync<1, kHalfThreads>();
@@ -132,6 +145,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     cp_async_wait<V::kStages - 3>();  // tile 1 has landed
     __syncthreads();                  // X(0)
     for (int tile = 0; tile < n_tiles; ++tile) {
+      dequantize(tile + 1);  // landed at X(tile); QK(tile + 1) is its first reader
       if constexpr (!V::kLateCopies) load(tile + V::kStages - 1);
       if (half_a) {
         products(tile);
@@ -156,6 +170,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     cp_async_wait<V::kStages - 2>();
     wait_bulk(0);
     __syncthreads();
+    dequantize(0);
     qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, sub);
     for (int tile = 0; tile < n_tiles; ++tile) {
       __syncthreads();  // s_red holds tile's scores; PV(tile-1) is done, its stage is free
@@ -164,6 +179,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
       cp_async_wait<kPending>();  // tile + 1 has landed
       wait_bulk(tile + 1);
       __syncthreads();  // P, alpha and tile + 1 visible; s_red consumed
+      dequantize(tile + 1);
       if (tile + 1 < n_tiles) qk_partial<T, V>(stage_of(tile + 1), qf, s_red, kgroup, sub);
       pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
       if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
@@ -174,6 +190,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
       wait_bulk(tile);
       __syncthreads();  // tile landed; PV(tile-1) done, so its stage, s_p and s_red are free
       load(tile + V::kStages - 1);
+      dequantize(tile);
       qk_partial<T, V>(stage_of(tile), qf, s_red, kgroup, sub);
       __syncthreads();
       softmax(tile);
@@ -183,15 +200,15 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   }
   cp_async_wait<0>();
   __syncthreads();  // every warp is past its last read of s_alpha, which the epilogue reuses
-  epilogue<T, V>(p, w, st, s_alpha, s_lse, o);
+  epilogue<T, V, kE4M3>(p, w, st, s_alpha, s_lse, o, kv_scale);
   __syncthreads();  // the epilogue's stores and its NaN rows in s_lse
-  recompute_nan_rows<T, V>(p, smem, s_lse);
+  recompute_nan_rows<T, V, kE4M3>(p, smem, s_lse);
 }
 
 // A variant that needs more shared memory than the architecture gives a block, or bulk copies
 // it lacks, is never launched there (dispatch checks variant_compiled_for), so it is not
 // compiled there either.
-template <typename T, typename V>
+template <typename T, typename V, bool kE4M3>
 __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
     verify_mma_kernel(const __grid_constant__ VerifyKernelParams p) {
 #if TV_HAS_PDL
@@ -201,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
 #endif
 #if TV_HAS_MMA_SYNC_16816
   if constexpr (variant_compiled_for<V>(__CUDA_ARCH__ / 10))
-    verify_cta<T, V>(p);
+    verify_cta<T, V, kE4M3>(p);
   else  // a constant message: printf with arguments would need a stack frame
     printf(
         "treeverify: this verify_mma_kernel variant is not compiled for this architecture "

@@ -1,5 +1,6 @@
-// Host entry points of the portable kernel, one explicit instantiation per (dtype, variant)
-// in instantiations/. Launch code never sees the kernel template itself.
+// Host entry points of the portable kernel, explicit instantiations per (dtype, variant) in
+// instantiations/, each for a 16-bit cache and (kE4M3) an e4m3 one. Launch code never sees
+// the kernel template itself.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,16 +11,16 @@
 namespace treeverify::cuda::mma {
 
 // Raises the dynamic shared-memory limit once per device, then launches the kernel.
-template <typename T, typename V>
+template <typename T, typename V, bool kE4M3 = false>
 cudaError_t launch_verify(const VerifyKernelParams& params, dim3 grid, cudaStream_t stream);
 
 // The kernel's attributes on the current device (binaryVersion tells which compiled
 // architecture runs there; an error means none can).
-template <typename T, typename V>
+template <typename T, typename V, bool kE4M3 = false>
 cudaError_t verify_attributes(cudaFuncAttributes* attr);
 
 // How many CTAs of the kernel one SM runs at once on the current device (0 on error).
-template <typename T, typename V>
+template <typename T, typename V, bool kE4M3 = false>
 int verify_ctas_per_sm();
 
 }  // namespace treeverify::cuda::mma

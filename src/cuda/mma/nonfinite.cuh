@@ -34,7 +34,7 @@ namespace treeverify::cuda::mma {
 // Lane l reads columns l + 32 k (k < 16: V's 512; 16, 17: the rest of K's 576) from global
 // memory where it uses them, and the row's O lives in `acc` (512 floats of shared memory):
 // this path keeps almost nothing in registers, so the main loop's allocation is unchanged.
-template <typename T>
+template <typename T, bool kE4M3>
 __device__ __forceinline__ void recompute_row(const VerifyKernelParams& p, const CtaWork& w, int r,
                                               float* acc) {
   constexpr int kQKPerLane = kQKDim / 32, kVPerLane = kVDim / 32;
@@ -47,17 +47,26 @@ __device__ __forceinline__ void recompute_row(const VerifyKernelParams& p, const
   for (int k = 0; k < kQKPerLane; ++k) bad |= !isfinite(to_float(q[lane + 32 * k]));
   for (int k = 0; k < kVPerLane; ++k) acc[lane + 32 * k] = 0.f;
   float m = -INFINITY, l = 0.f;
+  float kv_scale = 1.f;
+  if constexpr (kE4M3) kv_scale = *p.kv_scale;
   for (int t = w.tok_begin; t < w.tok_end && !__any_sync(0xffffffffu, bad); ++t) {
     if (t >= w.prefix) {  // a tree token: seen iff it is the row's node or an ancestor
       const int j = t - w.prefix;
       if (j != node && !((mask_row[j / 32] >> (j % 32)) & 1u)) continue;
     }
     const int64_t page = p.kv_page_indices[w.page_base + (t >> p.page_shift)];
-    const T* kv = static_cast<const T*>(p.kv) +
-                  ((page << p.page_shift) + (t & ((1 << p.page_shift) - 1))) * kQKDim;
+    const int64_t row = (page << p.page_shift) + (t & ((1 << p.page_shift) - 1));
+    const T* kv16 = static_cast<const T*>(p.kv) + row * kQKDim;
+    const uint8_t* kv8 = static_cast<const uint8_t*>(p.kv) + row * kQKDim;
+    auto kv = [&](int c) {  // the token's value in column c, dequantized
+      if constexpr (kE4M3)
+        return e4m3_to_float(kv8[c]) * kv_scale;
+      else
+        return to_float(kv16[c]);
+    };
     float dot = 0.f;
     for (int k = 0; k < kQKPerLane; ++k) {
-      const float x = to_float(kv[lane + 32 * k]);
+      const float x = kv(lane + 32 * k);
       bad |= !isfinite(x);
       dot += to_float(q[lane + 32 * k]) * x;
     }
@@ -68,7 +77,7 @@ __device__ __forceinline__ void recompute_row(const VerifyKernelParams& p, const
     const float alpha = exp2f(m - m_new), pr = exp2f(s - m_new);  // alpha = 0 while m = -inf
     l = l * alpha + pr;
     for (int k = 0; k < kVPerLane; ++k)
-      acc[lane + 32 * k] = acc[lane + 32 * k] * alpha + pr * to_float(kv[lane + 32 * k]);
+      acc[lane + 32 * k] = acc[lane + 32 * k] * alpha + pr * kv(lane + 32 * k);
     m = m_new;
   }
   bad = __any_sync(0xffffffffu, bad) || isnan(l);  // l is NaN after a score of +inf
@@ -91,7 +100,7 @@ __device__ __forceinline__ void recompute_row(const VerifyKernelParams& p, const
 // epilogue left a row NaN (lse NaN in s_lse, log2 units), each warp recomputes such rows,
 // with its O in the KV stages (free by then). The CTA's work is read again from p, so that
 // none of it has to stay live until here; a CTA without NaN rows reads only s_lse.
-template <typename T, typename V>
+template <typename T, typename V, bool kE4M3>
 __device__ __forceinline__ void recompute_nan_rows(const VerifyKernelParams& p, uint8_t* smem,
                                                    const float* s_lse) {
   static_assert(kWarps * kVDim * 4 <= V::kStageBytes * V::kStages && V::kRows <= 64);
@@ -103,7 +112,7 @@ __device__ __forceinline__ void recompute_nan_rows(const VerifyKernelParams& p, 
   cta_work<V, /*kReload=*/true>(p, &w);  // true: this CTA ran
   float* acc = reinterpret_cast<float*>(smem) + warp * kVDim;
   for (int r = warp; r < V::kRows; r += kWarps)
-    if (w.row0 + r < w.rows_b && isnan(s_lse[r])) recompute_row<T>(p, w, r, acc);
+    if (w.row0 + r < w.rows_b && isnan(s_lse[r])) recompute_row<T, kE4M3>(p, w, r, acc);
 }
 
 }  // namespace treeverify::cuda::mma

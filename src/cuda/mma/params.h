@@ -10,7 +10,8 @@ struct VerifyKernelParams {
   const void* q;                   // [total_q, H, 576] dtype, rows strided as below
   int64_t q_stride_token;          // elements
   int64_t q_stride_head;           // elements
-  const void* kv;                  // [num_pages, page_size, 576] dtype
+  const void* kv;                  // [num_pages, page_size, 576] dtype, or e4m3 bytes
+  const float* kv_scale;           // e4m3: the scale (device memory); null for 16-bit caches
   const int32_t* kv_page_indptr;   // [B+1]
   const int32_t* kv_page_indices;  // [nnz]
   const int32_t* kv_len;           // [B]

@@ -65,13 +65,36 @@ __device__ __forceinline__ void load_page_ids(const VerifyKernelParams& p, uint3
     cp_async_4(slot + threadIdx.x * 4, p.kv_page_indices + page_base + (t >> p.page_shift));
 }
 
+// e4m3 caches (kE4M3): a tile's 576-byte rows land in the last 576 bytes of each 1168-byte
+// stage row, and dequantize_tile widens them in place to the 16-bit layout the products read.
+inline constexpr int kE4M3RowOffset = kKVRowBytes - kQKDim;  // 592, 16-byte aligned
+
 // Copies V::kTokens KV rows from sequence token `first` (rows at or past `end` are zero
 // filled, so masked probabilities multiply finite values) into one stage: 8 threads a token
 // (the first 8 x kTokens threads), 9 x 16 bytes each, 128 contiguous bytes per 8 lanes.
 // `page_ids` holds the tile's page-table entries (load_page_ids, already landed).
-template <typename V>
+template <typename V, bool kE4M3 = false>
 __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32_t stage,
                                              const int32_t* page_ids, int first, int end) {
+  if constexpr (kE4M3) {  // 36 pieces of 16 bytes a row: 4 threads a token, 9 pieces each
+    constexpr int kPieces = kQKDim / 16, kThreadsPerToken = 4;
+    static_assert(V::kTokens * kThreadsPerToken <= kThreads);
+    if (threadIdx.x >= V::kTokens * kThreadsPerToken) return;
+    const int tok = threadIdx.x / kThreadsPerToken, sub = threadIdx.x % kThreadsPerToken;
+    const int t = first + tok;
+    const char* src = static_cast<const char*>(p.kv) + sub * 16;
+    int bytes = 0;
+    if (t < end) {
+      const int64_t page = page_ids[tok];
+      src += ((page << p.page_shift) + (t & ((1 << p.page_shift) - 1))) * kQKDim;
+      bytes = 16;
+    }
+    const uint32_t dst = stage + tok * kKVRowBytes + kE4M3RowOffset + sub * 16;
+#pragma unroll
+    for (int i = 0; i < kPieces / kThreadsPerToken; ++i)
+      cp_async_16(dst + i * kThreadsPerToken * 16, src + i * kThreadsPerToken * 16, bytes);
+    return;
+  }
   constexpr int kChunks = kQKDim * 2 / 16;  // 72 pieces of 16 bytes a row
   constexpr int kThreadsPerToken = 8;
   static_assert(kChunks % kThreadsPerToken == 0 && V::kTokens * kThreadsPerToken <= kThreads);
@@ -99,12 +122,13 @@ __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32
 // stage's mbarrier `bar` (one arrival expecting the whole tile). A row past `end` repeats the
 // tile's last valid row instead of being zero filled: its probability is 0, and a row of the
 // request is finite wherever the output is.
-template <typename V>
+template <typename V, bool kE4M3 = false>
 __device__ __forceinline__ void load_kv_tile_bulk(const VerifyKernelParams& p, uint32_t stage,
                                                   const int32_t* page_ids, int first, int end,
                                                   uint32_t bar) {
   static_assert(V::kTokens == 32, "one lane a row");
-  constexpr uint32_t kRowBytes = kQKDim * 2;
+  constexpr uint32_t kRowBytes = kE4M3 ? kQKDim : kQKDim * 2;
+  if constexpr (kE4M3) stage += kE4M3RowOffset;
   if (threadIdx.x >= 32) return;
   const int lane = static_cast<int>(threadIdx.x);
   if (lane == 0) mbar_arrive_expect_tx(bar, V::kTokens * kRowBytes);
@@ -115,6 +139,51 @@ __device__ __forceinline__ void load_kv_tile_bulk(const VerifyKernelParams& p, u
   const char* src = static_cast<const char*>(p.kv) +
                     ((page << p.page_shift) + (t & ((1 << p.page_shift) - 1))) * kRowBytes;
   bulk_copy_g2s(stage + lane * kKVRowBytes, src, kRowBytes, bar);
+}
+
+// e4m3 (OCP e4m3fn) to float: sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0
+// is subnormal (m x 2^-9); 0x7f and 0xff are NaN. Exact, without the scale.
+__device__ __forceinline__ float e4m3_to_float(uint32_t b) {
+  const uint32_t e = (b >> 3) & 15u, m = b & 7u;
+  float v = e == 0 ? static_cast<float>(m) * 0x1p-9f : __uint_as_float((e + 120u) << 23 | m << 20);
+  v = (b & 0x7fu) == 0x7fu ? __int_as_float(0x7fc00000) : v;
+  return (b & 0x80u) ? -v : v;
+}
+
+// Widens the e4m3 tile at kE4M3RowOffset of each stage row into the 16-bit row layout the
+// products read (exact: every e4m3 value is a bf16 and an fp16 value; the cache's scale is
+// applied to the scores and the output instead). A row's 16-bit values overwrite its own e4m3
+// bytes and no other row's, so one warp takes a row: its lanes read the row's 36 pieces of 16
+// values, meet at __syncwarp, then write. Few registers live at once (the 64-row variants sit
+// at 255). The caller publishes the tile with a barrier.
+template <typename T>
+__device__ __forceinline__ void widen_piece(uint8_t* dst, uint4 in) {
+  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
+  uint32_t out[8];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    out[2 * j] = pack2<T>(e4m3_to_float(w[j] & 0xffu), e4m3_to_float((w[j] >> 8) & 0xffu));
+    out[2 * j + 1] = pack2<T>(e4m3_to_float((w[j] >> 16) & 0xffu), e4m3_to_float(w[j] >> 24));
+  }
+  reinterpret_cast<uint4*>(dst)[0] = make_uint4(out[0], out[1], out[2], out[3]);
+  reinterpret_cast<uint4*>(dst)[1] = make_uint4(out[4], out[5], out[6], out[7]);
+}
+
+template <typename T, typename V>
+__device__ __forceinline__ void dequantize_tile(uint8_t* stage) {
+  constexpr int kRowPieces = kQKDim / 16;  // 36: lanes 0-31, then lanes 0-3 again
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  for (int row = warp; row < V::kTokens; row += kWarps) {
+    uint8_t* r = stage + row * kKVRowBytes;
+    const uint4 a = *reinterpret_cast<const uint4*>(r + kE4M3RowOffset + lane * 16);
+    uint4 b = make_uint4(0, 0, 0, 0);
+    if (lane < kRowPieces - 32)
+      b = *reinterpret_cast<const uint4*>(r + kE4M3RowOffset + (32 + lane) * 16);
+    __syncwarp();
+    widen_piece<T>(r + lane * 32, a);
+    if (lane < kRowPieces - 32) widen_piece<T>(r + (32 + lane) * 32, b);
+    __syncwarp();  // the row's reads and writes are done before the lanes move on
+  }
 }
 
 // Stages the CTA's kRows query rows in `buf` (rows past the request are zero) and loads this
@@ -214,11 +283,13 @@ struct RowState {
 // Online softmax of the tile starting at token `first`: sums the k-group partials, masks the
 // sequence end and (only in tiles that reach the tree) non-ancestors, writes P in the input
 // dtype and the row's rescale factor. The normaliser sums the unrounded probabilities.
-template <typename T, typename V>
+template <typename T, typename V, bool kE4M3 = false>
 __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
                                              const float* s_red, T* s_p, float* s_alpha, int first,
                                              const uint32_t* mask_row, int own_node, bool row_valid,
-                                             RowState& st) {
+                                             RowState& st, float kv_scale = 1.f) {
+  // e4m3: K's values are kv_scale times the dequantized tile the products used.
+  const float scale_log2 = kE4M3 ? p.scale_log2 * kv_scale : p.scale_log2;
   const int lane = threadIdx.x % 32;
   const int row = (threadIdx.x / 32) * V::kRowsPerWarp + lane / V::kLanesPerRow;
   const int col = (lane % V::kLanesPerRow) * V::kTokensPerLane;
@@ -238,7 +309,7 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
     // The common tile: all prefix, all inside the chunk, so every token is visible.
 #pragma unroll
     for (int j = 0; j < kN; ++j) {
-      x[j] *= p.scale_log2;
+      x[j] *= scale_log2;
       tile_max = fmaxf(tile_max, x[j]);
     }
   } else {
@@ -250,7 +321,7 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
         const int node = t - w.prefix;
         visible = node == own_node || ((__ldg(mask_row + node / 32) >> (node % 32)) & 1u);
       }
-      x[j] = visible ? x[j] * p.scale_log2 : kNegInf;
+      x[j] = visible ? x[j] * scale_log2 : kNegInf;
       tile_max = fmaxf(tile_max, x[j]);
     }
   }
@@ -324,10 +395,11 @@ __device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const floa
 // its lse in log2 units for the combine kernel. A row that saw a non-finite value (l = NaN
 // from a NaN score, or a NaN or infinity in its O) is NaN as a whole, lse included (verify.h);
 // l = 0 means it saw nothing: out 0, lse -inf.
-template <typename T, typename V>
+template <typename T, typename V, bool kE4M3 = false>
 __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
                                          const RowState& st, float* s_inv_l, float* s_lse,
-                                         const float (&o)[V::kOMTiles][V::kONTiles][4]) {
+                                         const float (&o)[V::kOMTiles][V::kONTiles][4],
+                                         float kv_scale = 1.f) {
   // w.final_out again, from values the loop keeps anyway (kv_len = L + T): a register
   // holding the flag through the loop spilled the 64-row variants on sm_90 and sm_100, and
   // reading kv_len again cost a global round trip per CTA (S1 5% slower, H200).
@@ -364,7 +436,8 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
       const int r = V::o_row0(warp) + mt * 16 + lane / 4 + 8 * hi;
       const int gr = w.row0 + r;
       if (gr >= w.rows_b) continue;
-      const float inv_l = s_inv_l[r];
+      float inv_l = s_inv_l[r];
+      if constexpr (kE4M3) inv_l *= kv_scale;  // V's values are kv_scale times the tile's
       const int node = gr / H, head = gr % H;
       const int64_t grow = static_cast<int64_t>(w.q0) * H + gr;
 #pragma unroll

@@ -30,8 +30,10 @@ T* upload(const std::vector<T>& v) {
 DeviceCase::DeviceCase(const HostCase& host, int copies) : host_(host) {
   for (int c = 0; c < copies; ++c) {
     q_.push_back(upload(host.q));
-    kv_.push_back(upload(host.kv));
+    kv_.push_back(host.spec.kv_format == KvFormat::kE4M3 ? static_cast<void*>(upload(host.kv8))
+                                                         : static_cast<void*>(upload(host.kv)));
   }
+  if (host.spec.kv_format == KvFormat::kE4M3) kv_scale_ = upload(std::vector<float>{host.kv_scale});
   qo_indptr_ = upload(host.qo_indptr);
   kv_len_ = upload(host.kv_len);
   kv_page_indptr_ = upload(host.kv_page_indptr);
@@ -47,13 +49,15 @@ DeviceCase::~DeviceCase() {
   for (void* p : kv_) cudaFree(p);
   for (void* p : {static_cast<void*>(qo_indptr_), static_cast<void*>(kv_len_),
                   static_cast<void*>(kv_page_indptr_), static_cast<void*>(kv_page_indices_),
-                  static_cast<void*>(parents_), out_, static_cast<void*>(lse_), workspace_})
+                  static_cast<void*>(parents_), out_, static_cast<void*>(lse_), workspace_,
+                  static_cast<void*>(kv_scale_)})
     cudaFree(p);
 }
 
 VerifyTensors DeviceCase::tensors(int copy) const {
   return VerifyTensors{.q = q_.at(copy),
                        .kv_cache = kv_.at(copy),
+                       .kv_scale = kv_scale_,
                        .qo_indptr = qo_indptr_,
                        .kv_len = kv_len_,
                        .kv_page_indptr = kv_page_indptr_,

@@ -32,6 +32,7 @@ class DeviceCase {
  private:
   const HostCase& host_;
   std::vector<void*> q_, kv_;
+  float* kv_scale_ = nullptr;  // e4m3: the scale, in device memory
   int32_t *qo_indptr_ = nullptr, *kv_len_ = nullptr, *kv_page_indptr_ = nullptr,
           *kv_page_indices_ = nullptr, *parents_ = nullptr;
   void* out_ = nullptr;

@@ -1,0 +1,107 @@
+// cuda-mma with an e4m3 KV cache (exact mode: tiles widened to the q dtype in shared memory)
+// against the float64 oracle on the dequantized cache: every variant of the three tile
+// tables, both dtypes, page sizes 1 to 128, ragged batches, forced splits, and the
+// non-finite policy's recomputation for a NaN code.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "../cpu/cpu_test_util.h"
+#include "gpu_check.h"
+
+namespace treeverify::testing {
+namespace {
+
+const int kConfigs[] = {0, 80, 120};
+
+CaseSpec e4m3_spec(std::string name, int heads, std::vector<int32_t> trees,
+                   std::vector<int64_t> prefixes, int page, DType dtype = DType::kBF16) {
+  return CaseSpec{.name = std::move(name),
+                  .num_heads = heads,
+                  .tree_sizes = std::move(trees),
+                  .prefix_lens = std::move(prefixes),
+                  .page_size = page,
+                  .dtype = dtype,
+                  .seed = fresh_seed(),
+                  .kv_format = KvFormat::kE4M3,
+                  .kv_scale = 0.0137f};
+}
+
+TEST(GpuE4M3, EveryVariantAndDtype) {
+  TV_SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::kBF16, DType::kFP16}) {
+    for (int rows : {16, 32, 64}) {
+      for (int arch : kConfigs) {
+        for (int chunk : {0, 64}) {
+          PlanOptions o;
+          o.force_config_arch = arch;
+          o.force_rows_per_cta = rows;
+          o.force_chunk_tokens = chunk;
+          const CaseSpec s = e4m3_spec(
+              fmt::format("{} rows {} config {} chunk {}", dtype_name(dtype), rows, arch, chunk), 8,
+              {9}, {3000}, 16, dtype);
+          SCOPED_TRACE(s.name);
+          expect_matches_oracle(s, o);
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuE4M3, PagesTreesAndBatches) {
+  TV_SKIP_WITHOUT_GPU();
+  for (int arch : kConfigs) {
+    PlanOptions o;
+    o.force_config_arch = arch;
+    for (int page : {1, 4, 64, 128})
+      expect_matches_oracle(
+          e4m3_spec(fmt::format("page {} config {}", page, arch), 8, {16}, {20000}, page), o);
+    expect_matches_oracle(e4m3_spec(fmt::format("ragged config {}", arch), 8, {1, 0, 17, 64, 3, 9},
+                                    {0, 50, 12345, 700, 100000, 1}, 16),
+                          o);
+    expect_matches_oracle(
+        e4m3_spec(fmt::format("decode config {}", arch), 16, std::vector<int32_t>(16, 1),
+                  std::vector<int64_t>(16, 1500), 64),
+        o);
+    expect_matches_oracle(e4m3_spec(fmt::format("H 128 config {}", arch), 128, {2}, {4097}, 32), o);
+    expect_matches_oracle(
+        e4m3_spec(fmt::format("T 257 config {}", arch), 1, {257}, {777}, 16, DType::kFP16), o);
+  }
+}
+
+// A NaN code in tree leaf 3 of [-1, 0, 1, 1]: the leaf's rows NaN, the other rows as on the
+// clean cache (the epilogue marks them, nonfinite.cuh recomputes them from the e4m3 bytes).
+TEST(GpuE4M3, NanCodeReachesOnlyTheRowsThatSeeIt) {
+  TV_SKIP_WITHOUT_GPU();
+  for (int arch : kConfigs) {
+    for (int heads : {2, 16}) {
+      HostCase clean = make_case(e4m3_spec("nan", heads, {4}, {30}, 64));
+      clean.parents = {-1, 0, 1, 1};
+      HostCase bad = clean;
+      bad.kv8[tvtest::token_offset(bad, 0, 33) + 7] = 0x7f;
+      detail::ReferenceResult ref;
+      Plan rp;
+      PlanOptions ro;
+      ro.backend = Backend::kCpuReference;
+      ASSERT_TRUE(plan(clean.problem(), ro, &rp).ok());
+      ASSERT_TRUE(
+          detail::reference_attention(rp, clean.tensors(nullptr, nullptr), true, &ref).ok());
+      for (int32_t h = 0; h < heads; ++h) {
+        const size_t row = static_cast<size_t>(3) * heads + h;
+        ref.lse[row] = NAN;
+        for (int c = 0; c < kVDim; ++c) ref.out[row * kVDim + c] = NAN;
+      }
+      PlanOptions o;
+      o.force_config_arch = arch;
+      const GpuResult gpu = run_on_gpu(bad, o);
+      if (gpu.out.size() != bad.out_elems()) return;
+      const Comparison c =
+          compare_with_reference(DType::kBF16, gpu.out, gpu.lse.data(), ref.out, ref.lse);
+      EXPECT_TRUE(c.ok(kOutRelTol, kLseAbsTol))
+          << "config " << arch << " H " << heads << " " << gpu.plan.kernel << ": " << c.to_string();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace treeverify::testing
