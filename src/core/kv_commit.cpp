@@ -30,12 +30,17 @@ Status validate_paths(std::span<const int32_t> qo_indptr, std::span<const int32_
              accepted.nodes.size());
   for (size_t b = 0; b < batch; ++b) {
     const int32_t tree_size = qo_indptr[b + 1] - qo_indptr[b];
-    const int32_t start = accepted.indptr[b], path_len = accepted.indptr[b + 1] - start;
-    TV_REQUIRE(path_len >= 0 && path_len <= tree_size, "accepted.indptr",
+    // In int64 and inside `nodes` before any node is read (fuzz/regressions/fuzz_kv_commit).
+    const int64_t start = accepted.indptr[b], end = accepted.indptr[b + 1];
+    TV_REQUIRE(start >= 0 && start <= end && end <= static_cast<int64_t>(accepted.nodes.size()),
+               "accepted.indptr", "request {}: path [{}, {}) of {} nodes", b, start, end,
+               accepted.nodes.size());
+    const int64_t path_len = end - start;
+    TV_REQUIRE(path_len <= tree_size, "accepted.indptr",
                "request {}: path of {} nodes in a tree of {}", b, path_len, tree_size);
     TV_REQUIRE((path_len == 0) == (tree_size == 0), "accepted.indptr",
                "request {}: path of {} nodes in a tree of {}", b, path_len, tree_size);
-    for (int32_t k = 0; k < path_len; ++k) {
+    for (int64_t k = 0; k < path_len; ++k) {
       const int32_t node = accepted.nodes[start + k];
       TV_REQUIRE(node >= 0 && node < tree_size, "accepted.nodes", "request {} step {}: node {}", b,
                  k, node);
@@ -250,8 +255,8 @@ Status commit_slots(std::span<const int32_t> slot_indptr, std::span<const int32_
   TV_REQUIRE(static_cast<size_t>(slot_indptr[batch]) == slots.size(), "slot_indptr",
              "slot_indptr[B] = {} but {} slots were given", slot_indptr[batch], slots.size());
   for (size_t b = 0; b < batch; ++b) {
-    TV_REQUIRE(slot_indptr[b + 1] - slot_indptr[b] == kv_len[b], "slot_indptr",
-               "request {}: {} slots, kv_len = {}", b, slot_indptr[b + 1] - slot_indptr[b],
+    const int64_t count = int64_t{slot_indptr[b + 1]} - slot_indptr[b];  // int64: no overflow
+    TV_REQUIRE(count == kv_len[b], "slot_indptr", "request {}: {} slots, kv_len = {}", b, count,
                kv_len[b]);
   }
   TV_RETURN_IF_ERROR(validate_tree_slots(slot_indptr, slots, qo_indptr));

@@ -158,7 +158,10 @@ Status parents_from_custom_mask(std::span<const int32_t> qo_indptr, std::span<co
       const uint8_t* tree_row = row + prefix_len;
       TV_REQUIRE(tree_row[i] != 0, "custom_mask",
                  "request {} row {} column {}: the node does not see itself", b, i, prefix_len + i);
-      const int64_t later_column = std::find(tree_row + i + 1, tree_row + tree_size, 1) - tree_row;
+      // Nonzero is visible, here as everywhere (a 2 or 255 must not slip past this check).
+      const int64_t later_column =
+          std::find_if(tree_row + i + 1, tree_row + tree_size, [](uint8_t v) { return v != 0; }) -
+          tree_row;
       TV_REQUIRE(later_column == tree_size, "custom_mask",
                  "request {} row {} column {}: the node sees a later node", b, i,
                  prefix_len + later_column);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -248,6 +249,28 @@ TEST(CommitSlots, Errors) {
   EXPECT_EQ(res.slots, (std::vector<int32_t>{9, 8, 7, 6}));
   EXPECT_EQ(res.freed_slots, std::vector<int32_t>{5});
   EXPECT_EQ(res.kv_len, std::vector<int32_t>{4});
+}
+
+// fuzz_kv_commit's findings: an accepted.indptr that leaves `nodes` and comes back, and
+// indptr differences past int32, are named errors (they read out of bounds and overflowed).
+TEST(CommitSlots, IndptrsOutsideTheirArraysAreNamedErrors) {
+  const std::vector<int32_t> qo = {0, 1, 2}, parents = {-1, -1}, kv_len = {3, 3};
+  const std::vector<int32_t> slot_indptr = {0, 3, 6}, slots = {1, 2, 3, 4, 5, 6};
+  SlotCommitResult res{.slot_indptr = {42}};
+  const AcceptedPaths out_and_back{.indptr = {0, 2, 1}, .nodes = {0}, .bonus_tokens = {0, 0}};
+  Status s = commit_slots(slot_indptr, slots, kv_len, qo, parents, out_and_back, &res);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("accepted.indptr"), std::string::npos) << s.message();
+  const AcceptedPaths overflowing{
+      .indptr = {0, 1, INT32_MIN}, .nodes = {0, 0}, .bonus_tokens = {0, 0}};
+  s = commit_slots(slot_indptr, slots, kv_len, qo, parents, overflowing, &res);
+  ASSERT_FALSE(s.ok());
+  const std::vector<int32_t> qo3 = {0, 1, 2, 3}, parents3 = {-1, -1, -1}, kv_len3 = {1, 1, 1};
+  s = commit_slots(std::vector<int32_t>{0, 1, INT32_MIN, 3}, std::vector<int32_t>{1, 2, 3}, kv_len3,
+                   qo3, parents3, AcceptedPaths{.indptr = {0, 1, 2, 3}, .nodes = {0, 0, 0}}, &res);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("slot_indptr"), std::string::npos) << s.message();
+  EXPECT_EQ(res.slot_indptr, std::vector<int32_t>{42});
 }
 
 // Slots are checked across the batch: a tree slot in two requests' trees would be freed twice,

@@ -196,6 +196,10 @@ TEST_F(CorruptedMask, SeesALaterNode) {
   set(1, 3 + 2, 1);
   expect_error(convert(), {"request 1 row 1 column 5", "later"});
 }
+TEST_F(CorruptedMask, SeesALaterNodeThroughAValueOtherThanOne) {  // fuzz_tree's finding
+  set(1, 3 + 2, 255);
+  expect_error(convert(), {"request 1 row 1 column 5", "later"});
+}
 TEST_F(CorruptedMask, ExtraNonAncestorBit) {
   set(4, 3 + 1, 1);  // node 4 also sees node 1, which is on another branch
   expect_error(convert(), {"request 1 row 4 column 4", "parent node 3"});
