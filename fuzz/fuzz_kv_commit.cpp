@@ -1,0 +1,363 @@
+// fuzz_kv_commit: the KV commit after acceptance (include/treeverify/ddtree.h):
+// commit_kv_paged, commit_kv_paged_cuda (its host validation; this build has no CUDA) and
+// commit_slots.
+//
+// Feeds: a batch of trees with accepted root-down paths, kv_len, and a paged KV pool whose page
+// table uses fresh pages in an input-chosen order or input-chosen (shared) page ids, page sizes
+// valid or not, a kv_cache span whose length may not be a whole number of pages; for
+// commit_slots a slot list per request with fresh or input-chosen (shared) slots. All arrays
+// (qo_indptr, parents, kv_len, kv_page_indptr, kv_page_indices, accepted indptr/nodes,
+// slot_indptr, slots) are then damaged by input-chosen mutations, appended and truncated
+// entries. Every span is an exact-size heap copy, so ASan sees an access one past its end;
+// every KV row holds distinct contents.
+//
+// Asserts:
+//  - each commit succeeds exactly when the input meets ddtree.h's contract (checked
+//    independently here: valid trees and paths, kv_len >= T_b, page ranges within the page
+//    list holding kv_len tokens, page ids in the pool, tree rows/slots used by nothing else);
+//    errors carry a message, never kInternal.
+//  - commit_kv_paged: on success the cache equals the expected one (row L_b + k holds the old
+//    row L_b + path[k]; every other byte unchanged) and new_kv_len = L_b + path size; on error
+//    the cache is byte-identical to before and new_kv_len untouched.
+//  - commit_kv_paged_cuda: validates exactly as the host commit against its num_pages, then
+//    answers kUnsupported (no CUDA here), never touching the host cache (poisoned during the call).
+//  - commit_slots: on success prefix slots kept, then the accepted nodes' slots in path order,
+//    the other tree slots freed in node order, new kv_len and slot_indptr; on error the result
+//    is untouched.
+#include <sanitizer/asan_interface.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "fuzz_common.h"
+#include "treeverify/ddtree.h"
+#include "treeverify/tree.h"
+#include "treeverify/types.h"
+
+namespace {
+
+using namespace treeverify;
+using tvfuzz::Buf;
+using tvfuzz::Input;
+
+constexpr int64_t kMaxPoolRows = 512;
+
+bool trees_ok(const std::vector<int32_t>& qo, const std::vector<int32_t>& parents) {
+  if (qo.empty() || qo[0] != 0 || qo.back() != static_cast<int64_t>(parents.size())) return false;
+  for (size_t b = 0; b + 1 < qo.size(); ++b) {
+    const int64_t T = int64_t{qo[b + 1]} - qo[b];
+    if (T < 0 || T > kMaxTreeSize) return false;
+  }
+  for (size_t b = 0; b + 1 < qo.size(); ++b) {
+    for (int32_t i = 0; i < qo[b + 1] - qo[b]; ++i) {
+      const int32_t p = parents[qo[b] + i];
+      if (i == 0 ? p != -1 : (p < 0 || p >= i)) return false;
+    }
+  }
+  return true;
+}
+
+// Trees, paths and kv_len: the part of the contract both commits share.
+bool paths_ok(const std::vector<int32_t>& qo, const std::vector<int32_t>& parents,
+              const std::vector<int32_t>& kv_len, const std::vector<int32_t>& ai,
+              const std::vector<int32_t>& an) {
+  if (!trees_ok(qo, parents)) return false;
+  const size_t B = qo.size() - 1;
+  if (ai.size() != B + 1 || ai[0] != 0 || ai[B] != static_cast<int64_t>(an.size())) return false;
+  for (size_t b = 0; b < B; ++b) {  // every path's range first: then they lie inside nodes
+    const int64_t T = qo[b + 1] - qo[b], n = int64_t{ai[b + 1]} - ai[b];
+    if (n < 0 || n > T || (n == 0) != (T == 0)) return false;
+  }
+  for (size_t b = 0; b < B; ++b) {
+    const int64_t T = qo[b + 1] - qo[b], n = int64_t{ai[b + 1]} - ai[b];
+    for (int64_t k = 0; k < n; ++k) {
+      const int32_t node = an[ai[b] + k];
+      if (node < 0 || node >= T) return false;
+      if (parents[qo[b] + node] != (k == 0 ? -1 : an[ai[b] + k - 1])) return false;
+    }
+  }
+  if (kv_len.size() != B) return false;
+  for (size_t b = 0; b < B; ++b) {
+    if (kv_len[b] < qo[b + 1] - qo[b]) return false;
+  }
+  return true;
+}
+
+// The paged commit's page-table rules against a pool of num_pages pages (paths_ok first).
+bool pages_ok(int32_t ps, const std::vector<int32_t>& qo, const std::vector<int32_t>& kv_len,
+              const std::vector<int32_t>& kpi, const std::vector<int32_t>& kpidx,
+              int64_t num_pages) {
+  if (!is_valid_page_size(ps)) return false;
+  const size_t B = qo.size() - 1;
+  if (kpi.size() != B + 1) return false;
+  for (size_t b = 0; b < B; ++b) {
+    const int64_t begin = kpi[b], end = kpi[b + 1];
+    if (begin < 0 || begin > end || end > static_cast<int64_t>(kpidx.size())) return false;
+    if (end - begin < (int64_t{kv_len[b]} + ps - 1) / ps) return false;
+    for (int64_t k = begin; k < end; ++k) {
+      if (kpidx[k] < 0 || kpidx[k] >= num_pages) return false;
+    }
+  }
+  // Tree rows: distinct, and none of them a prefix row of any request.
+  std::set<int64_t> tree_rows, prefix_rows;
+  for (size_t b = 0; b < B; ++b) {
+    const int64_t L = kv_len[b] - (qo[b + 1] - qo[b]);
+    for (int64_t pos = 0; pos < kv_len[b]; ++pos) {
+      const int64_t row = int64_t{kpidx[kpi[b] + pos / ps]} * ps + pos % ps;
+      if (pos < L) {
+        prefix_rows.insert(row);
+      } else if (!tree_rows.insert(row).second) {
+        return false;
+      }
+    }
+  }
+  for (int64_t r : tree_rows) {
+    if (prefix_rows.count(r)) return false;
+  }
+  return true;
+}
+
+bool slots_ok(const std::vector<int32_t>& qo, const std::vector<int32_t>& kv_len,
+              const std::vector<int32_t>& si, const std::vector<int32_t>& slots) {
+  const size_t B = qo.size() - 1;
+  if (si.size() != B + 1 || si[0] != 0 || si[B] != static_cast<int64_t>(slots.size())) return false;
+  for (size_t b = 0; b < B; ++b) {
+    if (int64_t{si[b + 1]} - si[b] != kv_len[b]) return false;
+  }
+  std::set<int32_t> tree, prefix;
+  for (size_t b = 0; b < B; ++b) {
+    const int32_t T = qo[b + 1] - qo[b];
+    for (int32_t k = si[b]; k < si[b + 1]; ++k) {
+      if (k < si[b + 1] - T) {
+        prefix.insert(slots[k]);
+      } else if (!tree.insert(slots[k]).second) {
+        return false;
+      }
+    }
+  }
+  for (int32_t s : tree) {
+    if (prefix.count(s)) return false;
+  }
+  return true;
+}
+
+// Known bugs (fuzz/README.md, fuzz/regressions/fuzz_kv_commit/). The library subtracts
+// consecutive int32 indptr entries in int32, which overflows (UB) on some inputs before they
+// are rejected; and validate_paths checks request b's path length, not that its range lies
+// inside accepted.nodes, before reading it, so an accepted.indptr that goes past nodes.size()
+// and comes back is read out of bounds. True when the input may trigger either.
+bool int32_difference_overflows(const std::vector<int32_t>& indptr) {
+  for (size_t b = 0; b + 1 < indptr.size(); ++b) {
+    const int64_t d = int64_t{indptr[b + 1]} - indptr[b];
+    if (d < tvfuzz::kI32Min || d > tvfuzz::kI32Max) return true;
+  }
+  return false;
+}
+bool indptr_leaves_nodes(const std::vector<int32_t>& indptr, size_t nodes) {
+  for (int32_t v : indptr) {
+    if (v > 0 && static_cast<size_t>(v) > nodes) return true;
+  }
+  return false;
+}
+
+// Stats slots (TREEVERIFY_FUZZ_STATS=1): 0 inputs, 1 trees and paths valid, 2 commit_kv_paged
+// ok, 3 commit_kv_paged_cuda reached kUnsupported, 4 commit_slots ok.
+int body(const uint8_t* data, size_t size) {
+  Input in(data, size);
+  tvfuzz::Stats::count(0);
+  uint8_t v = in.u8();
+  const int32_t B = v < 220 ? v % 5 : in.pick<int32_t>({8, 0});
+  v = in.u8();
+  const int32_t ps = v < 200 ? 1 << (v % 4) : in.pick<int32_t>({0, -1, 3, 256, 128});
+  const int32_t lps = is_valid_page_size(ps) ? ps : 2;  // layout page size
+  std::vector<int32_t> qo = {0}, parents, kv_len, kpi = {0}, kpidx, ai = {0}, an;
+  for (int32_t b = 0; b < B; ++b) {
+    v = in.u8();
+    const int32_t T = v < 240 ? v % 6 : in.pick<int32_t>({0, 20});
+    for (int32_t i = 0; i < T; ++i) parents.push_back(i == 0 ? -1 : in.u8() % i);
+    v = in.u8();
+    const int32_t L = v < 240 ? v % 9 : in.pick<int32_t>({0, 40});
+    const int32_t extra = in.u8() % 2;
+    if (T > 0) {  // a random root-down path
+      std::vector<int32_t> path = {0};
+      while (in.u8() % 4 != 0) {
+        std::vector<int32_t> kids;
+        for (int32_t c = path.back() + 1; c < T; ++c) {
+          if (parents[qo.back() + c] == path.back()) kids.push_back(c);
+        }
+        if (kids.empty()) break;
+        path.push_back(kids[in.u8() % kids.size()]);
+      }
+      an.insert(an.end(), path.begin(), path.end());
+    }
+    ai.push_back(static_cast<int32_t>(an.size()));
+    qo.push_back(qo.back() + T);
+    kv_len.push_back(L + T);
+    kpi.push_back(kpi.back() + (L + T + lps - 1) / lps + extra);
+  }
+  int64_t pool;
+  v = in.u8();
+  if (v < 160) {  // fresh pages in an input-chosen order
+    pool = kpi.back() + in.u8() % 3;
+    if (pool * lps > kMaxPoolRows) return 0;
+    std::vector<int32_t> perm(pool);
+    for (int32_t k = 0; k < pool; ++k) perm[k] = k;
+    for (int64_t k = pool - 1; k > 0; --k) std::swap(perm[k], perm[in.u8() % (k + 1)]);
+    kpidx.assign(perm.begin(), perm.begin() + kpi.back());
+  } else {  // input-chosen ids: pages shared within and across requests
+    pool = 1 + in.u8() % 32;
+    for (int32_t k = 0; k < kpi.back(); ++k) kpidx.push_back(in.u8() % pool);
+  }
+  if (pool * lps > kMaxPoolRows) return 0;
+  // Slots for commit_slots: fresh (distinct) or input-chosen.
+  std::vector<int32_t> si = {0}, slots;
+  v = in.u8();
+  for (int32_t b = 0; b < B; ++b) {
+    for (int32_t k = 0; k < kv_len[b]; ++k) {
+      slots.push_back(v < 160 ? static_cast<int32_t>(slots.size()) * 3 + 1 : in.u8() % 48);
+    }
+    si.push_back(static_cast<int32_t>(slots.size()));
+  }
+  tvfuzz::mutate_arrays(in, {&qo, &parents, &kv_len, &kpi, &kpidx, &ai, &an}, 6, true);
+  tvfuzz::mutate_arrays(in, {&si, &slots}, 2, true);
+
+  const int64_t page_elems = int64_t{lps} * kQKDim;
+  int64_t cache_elems = pool * page_elems;
+  v = in.u8();
+  if (v >= 245) cache_elems += in.pick<int64_t>({1, -1, page_elems, -page_elems, kQKDim});
+  cache_elems = std::max<int64_t>(cache_elems, 0);
+  Buf<uint16_t> cache(cache_elems);
+  {
+    tvfuzz::Rng rng{in.u64()};
+    for (int64_t e = 0; e < cache_elems; ++e) {
+      const int64_t r = e / kQKDim, c = e % kQKDim;
+      cache[e] = c == 0   ? static_cast<uint16_t>(r)
+                 : c == 1 ? static_cast<uint16_t>(r >> 16)
+                          : static_cast<uint16_t>(rng.next());
+    }
+  }
+  const std::vector<uint16_t> before(cache.data(), cache.data() + cache.size());
+
+  const Buf<int32_t> qo_b(qo), parents_b(parents), kv_b(kv_len), kpi_b(kpi), kpidx_b(kpidx),
+      si_b(si), slots_b(slots);
+  AcceptedPaths accepted{.indptr = ai, .nodes = an, .bonus_tokens = std::vector<int32_t>(B, 0)};
+  const PagedKvCommit args{.page_size = ps,
+                           .kv_cache = cache.span(),
+                           .kv_page_indptr = kpi_b.cspan(),
+                           .kv_page_indices = kpidx_b.cspan(),
+                           .kv_len = kv_b.cspan(),
+                           .qo_indptr = qo_b.cspan(),
+                           .parents = parents_b.cspan()};
+
+  if (tvfuzz::guard_known_bugs() &&
+      (int32_difference_overflows(ai) || indptr_leaves_nodes(ai, an.size())))
+    return 0;
+  const bool common = paths_ok(qo, parents, kv_len, ai, an);
+  const int32_t nb = common ? static_cast<int32_t>(qo.size()) - 1 : 0;  // requests after mutation
+  if (common) tvfuzz::Stats::count(1);
+
+  // commit_kv_paged
+  {
+    const bool whole_pages = is_valid_page_size(ps) && cache_elems % (int64_t{ps} * kQKDim) == 0;
+    const int64_t num_pages = whole_pages ? cache_elems / (int64_t{ps} * kQKDim) : 0;
+    const bool want = whole_pages && common && pages_ok(ps, qo, kv_len, kpi, kpidx, num_pages);
+    std::vector<int32_t> new_kv_len = {-8};
+    const Status s = commit_kv_paged(args, accepted, &new_kv_len);
+    FUZZ_CHECK(s.ok() == want, "commit_kv_paged: %s, but the input is %s", s.to_string().c_str(),
+               want ? "valid" : "invalid");
+    if (!s.ok()) {
+      FUZZ_CHECK_NAMED_ERROR(s);
+      FUZZ_CHECK(tvfuzz::same_bytes(before.data(), cache.data(), cache.size() * 2),
+                 "failed commit_kv_paged changed the KV cache");
+      FUZZ_CHECK(new_kv_len == std::vector<int32_t>({-8}),
+                 "failed commit_kv_paged wrote new_kv_len");
+    } else {
+      tvfuzz::Stats::count(2);
+      std::vector<uint16_t> expected = before;
+      for (int32_t b = 0; b < nb; ++b) {
+        const int32_t T = qo[b + 1] - qo[b], L = kv_len[b] - T;
+        auto row = [&](int32_t pos) {
+          return (int64_t{kpidx[kpi[b] + pos / ps]} * ps + pos % ps) * kQKDim;
+        };
+        for (int32_t k = 0; k < ai[b + 1] - ai[b]; ++k) {
+          std::memcpy(&expected[row(L + k)], &before[row(L + an[ai[b] + k])], kQKDim * 2);
+        }
+        const int32_t want_len = T == 0 ? kv_len[b] : L + ai[b + 1] - ai[b];
+        FUZZ_CHECK(new_kv_len.size() == size_t(nb) && new_kv_len[b] == want_len,
+                   "request %d: new kv_len %d, want %d", b,
+                   b < int32_t(new_kv_len.size()) ? new_kv_len[b] : -1, want_len);
+      }
+      for (int64_t e = 0; e < cache_elems; ++e) {
+        FUZZ_CHECK(cache[e] == expected[e], "KV element %lld (row %lld): %u, want %u", (long long)e,
+                   (long long)(e / kQKDim), cache[e], expected[e]);
+      }
+    }
+  }
+
+  // commit_kv_paged_cuda: the same validation against device.num_pages, then kUnsupported.
+  {
+    const std::vector<uint16_t> now(cache.data(), cache.data() + cache.size());
+    PagedKvCommitDevice dev;
+    dev.num_pages = in.u8() < 240 ? pool : in.pick<int64_t>({-1, 0, pool - 1, INT64_MAX});
+    const bool want =
+        dev.num_pages >= 0 && common && pages_ok(ps, qo, kv_len, kpi, kpidx, dev.num_pages);
+    std::vector<int32_t> new_kv_len = {-8};
+    ASAN_POISON_MEMORY_REGION(cache.data(), cache.size() * 2);
+    const Status s = commit_kv_paged_cuda(args, accepted, dev, &new_kv_len);
+    ASAN_UNPOISON_MEMORY_REGION(cache.data(), cache.size() * 2);
+    FUZZ_CHECK(s.code() == (want ? StatusCode::kUnsupported : StatusCode::kInvalidArgument),
+               "commit_kv_paged_cuda: %s, but the input is %s", s.to_string().c_str(),
+               want ? "valid" : "invalid");
+    FUZZ_CHECK_NAMED_ERROR(s);
+    if (want) tvfuzz::Stats::count(3);
+    FUZZ_CHECK(new_kv_len == std::vector<int32_t>({-8}),
+               "failed commit_kv_paged_cuda wrote new_kv_len");
+    FUZZ_CHECK(tvfuzz::same_bytes(now.data(), cache.data(), cache.size() * 2),
+               "commit_kv_paged_cuda changed the host cache");
+  }
+
+  // commit_slots
+  if (tvfuzz::guard_known_bugs() && int32_difference_overflows(si)) return 0;
+  {
+    const bool want = common && slots_ok(qo, kv_len, si, slots);
+    SlotCommitResult got{.slot_indptr = {-6}, .slots = {}, .kv_len = {}, .freed_slots = {}};
+    const Status s = commit_slots(si_b.cspan(), slots_b.cspan(), kv_b.cspan(), qo_b.cspan(),
+                                  parents_b.cspan(), accepted, &got);
+    FUZZ_CHECK(s.ok() == want, "commit_slots: %s, but the input is %s", s.to_string().c_str(),
+               want ? "valid" : "invalid");
+    if (!s.ok()) {
+      FUZZ_CHECK_NAMED_ERROR(s);
+      FUZZ_CHECK(got.slot_indptr == std::vector<int32_t>({-6}) && got.slots.empty() &&
+                     got.kv_len.empty() && got.freed_slots.empty(),
+                 "failed commit_slots wrote its result");
+    } else {
+      tvfuzz::Stats::count(4);
+      SlotCommitResult want_r{.slot_indptr = {0}, .slots = {}, .kv_len = {}, .freed_slots = {}};
+      for (int32_t b = 0; b < nb; ++b) {
+        const int32_t T = qo[b + 1] - qo[b], L = kv_len[b] - T;
+        std::vector<uint8_t> kept(T, 0);
+        for (int32_t k = 0; k < L; ++k) want_r.slots.push_back(slots[si[b] + k]);
+        for (int32_t k = ai[b]; k < ai[b + 1]; ++k) {
+          want_r.slots.push_back(slots[si[b] + L + an[k]]);
+          kept[an[k]] = 1;
+        }
+        for (int32_t i = 0; i < T; ++i) {
+          if (!kept[i]) want_r.freed_slots.push_back(slots[si[b] + L + i]);
+        }
+        want_r.kv_len.push_back(L + ai[b + 1] - ai[b]);
+        want_r.slot_indptr.push_back(static_cast<int32_t>(want_r.slots.size()));
+      }
+      FUZZ_CHECK(got.slot_indptr == want_r.slot_indptr && got.slots == want_r.slots &&
+                     got.kv_len == want_r.kv_len && got.freed_slots == want_r.freed_slots,
+                 "commit_slots: wrong result");
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+FUZZ_ENTRY(body)
