@@ -65,18 +65,6 @@ namespace tvfuzz {
 
 namespace tvfuzz {
 
-// Known library bugs that a target would otherwise report on every run (each is listed in
-// fuzz/README.md with its reproducer under fuzz/regressions/). The targets step around them
-// unless TREEVERIFY_FUZZ_KNOWN_BUGS=1 is set, which makes the reproducers crash again: set it
-// to check a fix, and delete the guard once the fix is in.
-inline bool guard_known_bugs() {
-  static const bool guard = [] {
-    const char* v = std::getenv("TREEVERIFY_FUZZ_KNOWN_BUGS");
-    return v == nullptr || std::strcmp(v, "1") != 0;
-  }();
-  return guard;
-}
-
 // How often each path was taken, printed at exit when TREEVERIFY_FUZZ_STATS=1: shows whether
 // the inputs reach the deep paths (run(), successful commits) and not only the early errors.
 class Stats {

@@ -144,25 +144,6 @@ bool slots_ok(const std::vector<int32_t>& qo, const std::vector<int32_t>& kv_len
   return true;
 }
 
-// Known bugs (fuzz/README.md, fuzz/regressions/fuzz_kv_commit/). The library subtracts
-// consecutive int32 indptr entries in int32, which overflows (UB) on some inputs before they
-// are rejected; and validate_paths checks request b's path length, not that its range lies
-// inside accepted.nodes, before reading it, so an accepted.indptr that goes past nodes.size()
-// and comes back is read out of bounds. True when the input may trigger either.
-bool int32_difference_overflows(const std::vector<int32_t>& indptr) {
-  for (size_t b = 0; b + 1 < indptr.size(); ++b) {
-    const int64_t d = int64_t{indptr[b + 1]} - indptr[b];
-    if (d < tvfuzz::kI32Min || d > tvfuzz::kI32Max) return true;
-  }
-  return false;
-}
-bool indptr_leaves_nodes(const std::vector<int32_t>& indptr, size_t nodes) {
-  for (int32_t v : indptr) {
-    if (v > 0 && static_cast<size_t>(v) > nodes) return true;
-  }
-  return false;
-}
-
 // Stats slots (TREEVERIFY_FUZZ_STATS=1): 0 inputs, 1 trees and paths valid, 2 commit_kv_paged
 // ok, 3 commit_kv_paged_cuda reached kUnsupported, 4 commit_slots ok.
 int body(const uint8_t* data, size_t size) {
@@ -252,9 +233,6 @@ int body(const uint8_t* data, size_t size) {
                            .qo_indptr = qo_b.cspan(),
                            .parents = parents_b.cspan()};
 
-  if (tvfuzz::guard_known_bugs() &&
-      (int32_difference_overflows(ai) || indptr_leaves_nodes(ai, an.size())))
-    return 0;
   const bool common = paths_ok(qo, parents, kv_len, ai, an);
   const int32_t nb = common ? static_cast<int32_t>(qo.size()) - 1 : 0;  // requests after mutation
   if (common) tvfuzz::Stats::count(1);
@@ -320,7 +298,6 @@ int body(const uint8_t* data, size_t size) {
   }
 
   // commit_slots
-  if (tvfuzz::guard_known_bugs() && int32_difference_overflows(si)) return 0;
   {
     const bool want = common && slots_ok(qo, kv_len, si, slots);
     SlotCommitResult got{.slot_indptr = {-6}, .slots = {}, .kv_len = {}, .freed_slots = {}};

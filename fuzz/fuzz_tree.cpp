@@ -80,13 +80,11 @@ std::vector<std::vector<uint8_t>> ancestor_sets(const std::vector<int32_t>& qo,
   return sets;
 }
 
-// What parents_from_custom_mask must do, from the contract: the parents, or false. Sets
-// *known_bug when the mask has a value other than 0 and 1 where a node would see a later node
-// (see fuzz/README.md: the library treats only 1 as visible there, nonzero elsewhere).
+// What parents_from_custom_mask must do, from the contract: the parents, or false (and in *why
+// the first offending place).
 bool parents_of_mask(const std::vector<int32_t>& qo, const std::vector<int32_t>& kv_len,
                      const std::vector<int32_t>& mi, const Buf<uint8_t>& mask,
-                     std::vector<int32_t>* parents, bool* known_bug, std::string* why) {
-  *known_bug = false;
+                     std::vector<int32_t>* parents, std::string* why) {
   *why = "metadata";
   if (qo.empty() || !indptr_ok(qo, qo.back()) || !kv_len_ok(qo, kv_len)) return false;
   const size_t B = qo.size() - 1;
@@ -109,7 +107,6 @@ bool parents_of_mask(const std::vector<int32_t>& qo, const std::vector<int32_t>&
       if (!ok) break;
       ok = tree[i] != 0;
       for (int32_t j = i + 1; j < T && ok; ++j) {
-        if (tree[j] != 0 && tree[j] != 1) *known_bug = true;
         ok = tree[j] == 0;
         if (!ok)
           *why +=
@@ -319,17 +316,14 @@ int body(const uint8_t* data, size_t size) {
   // parents_from_custom_mask on the input's mask
   {
     std::vector<int32_t> want_parents;
-    bool known_bug = false;
     std::string why;
-    const bool want = parents_of_mask(qo, kv_len, mi, mask_buf, &want_parents, &known_bug, &why);
+    const bool want = parents_of_mask(qo, kv_len, mi, mask_buf, &want_parents, &why);
     std::vector<int32_t> got = {-5, -5};
     const Status s = parents_from_custom_mask(qo_buf.cspan(), kv_buf.cspan(), mi_buf.cspan(),
                                               mask_buf.cspan(), &got);
-    if (!(known_bug && tvfuzz::guard_known_bugs())) {
-      FUZZ_CHECK(s.ok() == want, "parents_from_custom_mask: %s, but the mask %s a tree mask (%s)",
-                 s.to_string().c_str(), want ? "is" : "is not", want ? "" : why.c_str());
-      if (s.ok()) FUZZ_CHECK(got == want_parents, "parents_from_custom_mask: wrong parents");
-    }
+    FUZZ_CHECK(s.ok() == want, "parents_from_custom_mask: %s, but the mask %s a tree mask (%s)",
+               s.to_string().c_str(), want ? "is" : "is not", want ? "" : why.c_str());
+    if (s.ok()) FUZZ_CHECK(got == want_parents, "parents_from_custom_mask: wrong parents");
     if (!s.ok()) {
       FUZZ_CHECK_NAMED_ERROR(s);
       FUZZ_CHECK(got == std::vector<int32_t>({-5, -5}),

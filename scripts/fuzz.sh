@@ -68,7 +68,9 @@ for t in "${targets[@]}"; do
   extra=()
   # Inputs of fixed bugs (fuzz/regressions/): replayed first, read only.
   [ -d "fuzz/regressions/$t" ] && extra=("fuzz/regressions/$t")
-  echo "fuzz: $t for ${seconds}s${FUZZ_RUNS:+ or $FUZZ_RUNS runs} (log: $log)"
+  limit="${seconds}s"
+  [ "$seconds" -ne 0 ] || limit="no time limit"
+  echo "fuzz: $t, $limit${FUZZ_RUNS:+, $FUZZ_RUNS runs} (log: $log)"
   start=$(date +%s)
   rc=0
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
