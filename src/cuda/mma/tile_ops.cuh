@@ -2,9 +2,11 @@
 // product, the online softmax, P.V, and the epilogue. kernel.cuh orders them.
 #pragma once
 
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/bulk_copy.cuh"
 #include "cuda/common/constants.h"
@@ -156,14 +158,30 @@ __device__ __forceinline__ float e4m3_to_float(uint32_t b) {
 // bytes and no other row's, so one warp takes a row: its lanes read the row's 36 pieces of 16
 // values, meet at __syncwarp, then write. Few registers live at once (the 64-row variants sit
 // at 255). The caller publishes the tile with a barrier.
+// Two e4m3 values (low byte first) as two packed T: one cvt.rn.f16x2.e4m3x2 where the
+// architecture has it (sm_89+; cuda_fp8.h falls back to integer code below), then for bf16
+// through float (exact: every fp16 made from e4m3 is a bf16 value too).
+template <typename T>
+__device__ __forceinline__ uint32_t widen2(uint32_t two) {
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
+  const uint32_t bits = static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
+  if constexpr (std::is_same_v<T, __half>) {
+    return bits;
+  } else {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&bits));
+    return pack2<T>(f.x, f.y);
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ void widen_piece(uint8_t* dst, uint4 in) {
   const uint32_t w[4] = {in.x, in.y, in.z, in.w};
   uint32_t out[8];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    out[2 * j] = pack2<T>(e4m3_to_float(w[j] & 0xffu), e4m3_to_float((w[j] >> 8) & 0xffu));
-    out[2 * j + 1] = pack2<T>(e4m3_to_float((w[j] >> 16) & 0xffu), e4m3_to_float(w[j] >> 24));
+    out[2 * j] = widen2<T>(w[j] & 0xffffu);
+    out[2 * j + 1] = widen2<T>(w[j] >> 16);
   }
   reinterpret_cast<uint4*>(dst)[0] = make_uint4(out[0], out[1], out[2], out[3]);
   reinterpret_cast<uint4*>(dst)[1] = make_uint4(out[4], out[5], out[6], out[7]);
