@@ -13,6 +13,11 @@
 #             present (a baseline build), the same for it, as custom cases
 #   sweep     S1-S4 at forced chunk lengths (--chunk-tokens): time and kernel durations, the
 #             data behind the split schedule's cost model
+#   e4m3      `treeverify bench --kv-format e4m3` of the suite (an e4m3 cache, exact mode)
+#   flush     S1-S4, V1 and D2 with L2 emptied by a read, then by a write, in one run
+#             (bench --flush: a write leaves dirty lines the timed call writes back)
+#   layers    61 runs of one plan (a step's layers) on S1, S3, V1 and D2: enqueue cost per
+#             run, GPU time, step data rebuilt by every run, and a CUDA graph replay
 #   sass      ncu: warp-stall samples per SASS instruction of the main kernel on V4 (L cut
 #             to 65536), as csv (sass.csv) and the 40 instructions with the most samples
 #   profile   ncu: stall reasons of the main kernel on V4 (L cut to 65536) and on V1 at page
@@ -106,6 +111,21 @@ if want sweep; then
     timeout 200 scripts/kernel_times.sh --chunk-tokens 128,256,512,1024,2048,8192 S3 S4
   } >"$out/sweep.txt" 2>&1
   grep -E "^(S|V|D)[0-9]|^==|^gpu" "$out/sweep.txt"
+fi
+if want e4m3; then
+  timeout 200 $bin/treeverify bench --backend cuda-mma --kv-format e4m3 >"$out/bench_e4m3.txt" 2>&1
+  grep -E "^gpu|^(V|D|R|S)[0-9]" "$out/bench_e4m3.txt"
+fi
+if want flush; then
+  for f in read write read write; do
+    echo "== --flush $f"
+    timeout 100 $bin/treeverify bench --backend cuda-mma --flush $f S1 S2 S3 S4 V1 D2 2>/dev/null
+  done >"$out/flush.txt" 2>&1
+  grep -E "^==|^gpu|^(V|D|S)[0-9]" "$out/flush.txt"
+fi
+if want layers; then
+  timeout 200 $bin/treeverify bench --backend cuda-mma --layers 61 S1 S3 V1 D2 >"$out/layers.txt" 2>&1
+  grep -E "^gpu|^(V|D|S)[0-9]|layers, one stream" "$out/layers.txt"
 fi
 if want sass; then
   ncu --clock-control none --kernel-name regex:verify_mma --launch-skip 2 --launch-count 1 \

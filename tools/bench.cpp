@@ -24,6 +24,8 @@ struct BenchFlags {
   std::optional<int> iters, warmup;
   bool json = false;
   bool list = false;
+  std::string flush = "read";  // how the device runner empties L2: "read" or "write"
+  int layers = 0;              // > 0: also time that many runs of one plan (a step's layers)
 };
 
 // docs/BENCH.md asks for a median of at least 20 GPU runs; a CPU run of a suite case takes about a
@@ -104,7 +106,9 @@ int bench_case(const SuiteCase& given, const PlanOptions& options,
   std::unique_ptr<Runner> runner;
   s = build_case(c, &hc);
   if (s.ok()) s = treeverify::plan(hc.problem(), options, &plan);
-  if (s.ok()) s = make_runner(plan, hc, &runner);
+  if (s.ok()) {
+    s = make_runner(plan, hc, flags.flush == "write" ? Flush::kWrite : Flush::kRead, &runner);
+  }
   std::vector<double> samples;
   const bool cpu = is_cpu(plan.backend);
   const int warmup = flags.warmup.value_or(cpu ? kCpuWarmup : kCudaWarmup);
@@ -122,6 +126,23 @@ int bench_case(const SuiteCase& given, const PlanOptions& options,
   const double ms = median(samples);
   const RooflinePoint p =
       roofline(testing::verify_bytes(hc), testing::verify_flops(hc), ms * 1e-3, ceilings);
+  if (flags.layers > 0 && !cpu) {
+    constexpr int kLayerReps = 10;
+    LayerTimes lt;
+    s = runner->time_layers(flags.layers, kLayerReps, &lt);
+    if (!s.ok()) {
+      (*row)["error"] = s.to_string();
+      return kExitError;
+    }
+    (*row)["layers"] = {{"layers", lt.layers},
+                        {"reps", kLayerReps},
+                        {"enqueue_us_per_run", lt.enqueue_us},
+                        {"gpu_ms", lt.gpu_ms},
+                        {"rebuild_enqueue_us_per_run", lt.rebuild_enqueue_us},
+                        {"rebuild_gpu_ms", lt.rebuild_gpu_ms},
+                        {"graph_launch_us", lt.graph_launch_us},
+                        {"graph_gpu_ms", lt.graph_gpu_ms}};
+  }
   (*row)["method"] = runner->method();
   (*row)["time_ms"] = ms;
   (*row)["samples_ms"] = samples;
@@ -152,6 +173,18 @@ void print_row(const nlohmann::json& r) {
   fmt::print(" {:>10.4f} {:>8.1f} {:>8.3f} {:>6.3f} {}\n", r["time_ms"].get<double>(),
              r["gbps"].get<double>(), r["tflops"].get<double>(),
              r["roofline_fraction"].get<double>(), r["bound"].get<std::string>());
+  if (r.contains("layers")) {
+    const auto& l = r["layers"];
+    const int n = l["layers"].get<int>();
+    fmt::print(
+        "        {} layers, one stream: enqueue {:.2f} us a run, GPU {:.4f} ms ({:.4f} a run); "
+        "step data rebuilt by every run: enqueue {:.2f} us, GPU {:.4f} ms; graph replay: "
+        "launch {:.2f} us, GPU {:.4f} ms ({:.4f} a run)\n",
+        n, l["enqueue_us_per_run"].get<double>(), l["gpu_ms"].get<double>(),
+        l["gpu_ms"].get<double>() / n, l["rebuild_enqueue_us_per_run"].get<double>(),
+        l["rebuild_gpu_ms"].get<double>(), l["graph_launch_us"].get<double>(),
+        l["graph_gpu_ms"].get<double>(), l["graph_gpu_ms"].get<double>() / n);
+  }
 }
 
 int run_bench(const BenchFlags& flags) {
@@ -165,6 +198,9 @@ int run_bench(const BenchFlags& flags) {
   if (s.ok()) s = parse_scale(flags.cases.scale_l, &scale);
   if (s.ok() && ((flags.iters && *flags.iters < 1) || (flags.warmup && *flags.warmup < 0))) {
     s = Status(StatusCode::kInvalidArgument, "--iters must be >= 1 and --warmup >= 0");
+  }
+  if (s.ok() && (flags.layers < 0 || flags.layers > 1000)) {
+    s = Status(StatusCode::kInvalidArgument, "--layers must be in [0, 1000]");
   }
   if (!s.ok()) {
     fmt::print(stderr, "treeverify bench: {}\n", s.to_string());
@@ -306,6 +342,15 @@ void add_bench_command(CLI::App* app, int* exit_code) {
   cmd->add_option("--warmup", flags->warmup, "untimed runs first (default: CUDA 5, CPU 1)");
   cmd->add_flag("--json", flags->json, "machine-readable results on stdout");
   cmd->add_flag("--list", flags->list, "list the suite cases and exit");
+  cmd->add_option("--flush", flags->flush,
+                  "CUDA: empty L2 between calls by a read (clean lines) or a write (dirty lines "
+                  "the next call writes back)")
+      ->check(CLI::IsMember({"read", "write"}))
+      ->capture_default_str();
+  cmd->add_option("--layers", flags->layers,
+                  "CUDA: also time this many runs of one plan on one stream, as a step's layers "
+                  "(enqueue cost, GPU time, a CUDA graph replay of them)")
+      ->capture_default_str();
   cmd->callback([flags, exit_code] { *exit_code = run_bench(*flags); });
 }
 

@@ -151,7 +151,7 @@ Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_
   Plan p;
   TV_RETURN_IF_ERROR(plan(hc.problem(), options, &p));
   std::unique_ptr<Runner> runner;
-  TV_RETURN_IF_ERROR(make_runner(p, hc, &runner));
+  TV_RETURN_IF_ERROR(make_runner(p, hc, Flush::kRead, &runner));
   std::vector<uint16_t> out;
   std::vector<float> lse;
   TV_RETURN_IF_ERROR(runner->run_once(&out, &lse));

@@ -69,14 +69,15 @@ class HostRunner final : public Runner {
 
 }  // namespace
 
-Status make_runner(const Plan& plan, const testing::HostCase& c, std::unique_ptr<Runner>* runner) {
+Status make_runner(const Plan& plan, const testing::HostCase& c, Flush flush,
+                   std::unique_ptr<Runner>* runner) {
   switch (plan.backend) {
     case Backend::kCpuReference:
     case Backend::kCpuFast:
       *runner = std::make_unique<HostRunner>(plan, c);
       return Status::Ok();
     case Backend::kCudaMma:
-      return make_cuda_runner(plan, c, runner);
+      return make_cuda_runner(plan, c, flush, runner);
     case Backend::kAuto:
       break;
   }

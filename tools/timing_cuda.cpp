@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/check.h"
 
@@ -23,8 +24,8 @@ namespace {
                     fmt::format("{} failed: {}", #expr, cudaGetErrorString(_e))); \
   } while (0)
 
-// Writing this many bytes between calls evicts the previous call's data from L2 (H200:
-// 60 MB, B200: 126 MB); a write flushes where a read might only hit.
+// Reading or writing this many bytes between calls evicts the previous call's data from L2
+// (H200: 60 MB, B200: 126 MB).
 size_t flush_bytes(int device) {
   int l2 = 0;
   cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
@@ -34,8 +35,11 @@ size_t flush_bytes(int device) {
 // Owns the device buffers of one case.
 class DeviceRunner final : public Runner {
  public:
-  DeviceRunner(const Plan& plan, const testing::HostCase& c) : plan_(plan), case_(c) {}
+  DeviceRunner(const Plan& plan, const testing::HostCase& c, Flush flush)
+      : plan_(plan), case_(c), flush_mode_(flush) {}
   ~DeviceRunner() override {
+    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    if (cublas_) cublasDestroy(cublas_);
     for (void* p : buffers_) cudaFree(p);
     if (start_) cudaEventDestroy(start_);
     if (stop_) cudaEventDestroy(stop_);
@@ -66,6 +70,31 @@ class DeviceRunner final : public Runner {
     TV_RETURN_IF_ERROR(alloc(plan_.workspace_bytes, &workspace_));
     flush_size_ = flush_bytes(device_);
     TV_RETURN_IF_ERROR(alloc(flush_size_, &flush_));
+    // Never zeros (docs/BENCH.md): 0x3c3c3c3c is a normal float, so the read flush sums numbers.
+    TV_CUDA_TRY(cudaMemset(flush_, 0x3c, flush_size_));
+    TV_RETURN_IF_ERROR(alloc(sizeof(float), &flush_sum_));
+    if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) {
+      return Status(StatusCode::kCudaError, "cublasCreate failed");
+    }
+    if (cublasSetStream(cublas_, stream_) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetPointerMode(cublas_, CUBLAS_POINTER_MODE_DEVICE) != CUBLAS_STATUS_SUCCESS) {
+      return Status(StatusCode::kCudaError, "cublasSetStream/cublasSetPointerMode failed");
+    }
+    return Status::Ok();
+  }
+
+  // Empties L2 (see Flush), enqueued on the runner's stream.
+  Status flush(int i) {
+    if (flush_mode_ == Flush::kWrite) {
+      TV_CUDA_TRY(cudaMemsetAsync(flush_, i & 0xff, flush_size_, stream_));
+      return Status::Ok();
+    }
+    // sasum reads every float and writes one (to device memory: no host sync).
+    const auto n = static_cast<int64_t>(flush_size_ / sizeof(float));
+    if (cublasSasum_64(cublas_, n, static_cast<const float*>(flush_), 1,
+                       static_cast<float*>(flush_sum_)) != CUBLAS_STATUS_SUCCESS) {
+      return Status(StatusCode::kCudaError, "cublasSasum (the L2 flush) failed");
+    }
     return Status::Ok();
   }
 
@@ -88,7 +117,7 @@ class DeviceRunner final : public Runner {
     for (int i = 0; i < warmup; ++i) TV_RETURN_IF_ERROR(call());
     samples_ms->clear();
     for (int i = 0; i < iters; ++i) {
-      TV_CUDA_TRY(cudaMemsetAsync(flush_, i & 0xff, flush_size_, stream_));
+      TV_RETURN_IF_ERROR(flush(i));
       TV_CUDA_TRY(cudaEventRecord(start_, stream_));
       TV_RETURN_IF_ERROR(call());
       TV_CUDA_TRY(cudaEventRecord(stop_, stream_));
@@ -101,8 +130,84 @@ class DeviceRunner final : public Runner {
   }
 
   std::string method() const override {
-    return fmt::format("cudaEvent around run(), L2 flushed by a {} MiB write between calls",
-                       flush_size_ >> 20);
+    return fmt::format("cudaEvent around run(), L2 flushed by a {} MiB {} between calls",
+                       flush_size_ >> 20, flush_mode_ == Flush::kRead ? "read" : "write");
+  }
+
+  Status time_layers(int layers, int reps, LayerTimes* times) override {
+    using Clock = std::chrono::steady_clock;
+    // A copy of the plan with another id: its step data is never the workspace's, so each
+    // run alternating between the two rebuilds it (the mask, the pointer checks), which is
+    // what every run did before the step data was kept per plan.
+    Plan other = plan_;
+    other.id = ~plan_.id;
+    // One repetition: flush, then `layers` runs; returns host enqueue us per run and GPU ms.
+    auto loop = [&](bool rebuild, double* enqueue_us, double* gpu_ms) -> Status {
+      TV_RETURN_IF_ERROR(flush(0));
+      TV_CUDA_TRY(cudaStreamSynchronize(stream_));
+      TV_CUDA_TRY(cudaEventRecord(start_, stream_));
+      const auto t0 = Clock::now();
+      for (int l = 0; l < layers; ++l) {
+        TV_RETURN_IF_ERROR(call(rebuild && (l % 2 == 1) ? other : plan_));
+      }
+      const auto t1 = Clock::now();
+      TV_CUDA_TRY(cudaEventRecord(stop_, stream_));
+      TV_CUDA_TRY(cudaEventSynchronize(stop_));
+      float ms = 0;
+      TV_CUDA_TRY(cudaEventElapsedTime(&ms, start_, stop_));
+      *enqueue_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / layers;
+      *gpu_ms = ms;
+      return Status::Ok();
+    };
+    auto median_of = [&](auto&& one, double* a, double* b) -> Status {
+      std::vector<double> as, bs;
+      for (int r = 0; r < reps + 1; ++r) {  // the first is a warm-up
+        double x = 0, y = 0;
+        TV_RETURN_IF_ERROR(one(&x, &y));
+        if (r > 0) as.push_back(x), bs.push_back(y);
+      }
+      *a = median(as);
+      *b = median(bs);
+      return Status::Ok();
+    };
+    times->layers = layers;
+    TV_RETURN_IF_ERROR(median_of([&](double* a, double* b) { return loop(false, a, b); },
+                                 &times->enqueue_us, &times->gpu_ms));
+    TV_RETURN_IF_ERROR(median_of([&](double* a, double* b) { return loop(true, a, b); },
+                                 &times->rebuild_enqueue_us, &times->rebuild_gpu_ms));
+    // The loop captured once (the plan's step data already in the workspace, as after any
+    // first run), then replayed: host time of cudaGraphLaunch and GPU time of the replay.
+    if (!graph_exec_) {
+      TV_RETURN_IF_ERROR(call(plan_));
+      TV_CUDA_TRY(cudaStreamSynchronize(stream_));
+      cudaGraph_t graph = nullptr;
+      TV_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      Status captured = Status::Ok();
+      for (int l = 0; l < layers && captured.ok(); ++l) captured = call(plan_);
+      const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+      TV_RETURN_IF_ERROR(captured);
+      TV_CUDA_TRY(end);
+      const cudaError_t inst = cudaGraphInstantiate(&graph_exec_, graph, 0);
+      cudaGraphDestroy(graph);
+      TV_CUDA_TRY(inst);
+    }
+    return median_of(
+        [&](double* launch_us, double* gpu_ms) -> Status {
+          TV_RETURN_IF_ERROR(flush(0));
+          TV_CUDA_TRY(cudaStreamSynchronize(stream_));
+          TV_CUDA_TRY(cudaEventRecord(start_, stream_));
+          const auto t0 = Clock::now();
+          TV_CUDA_TRY(cudaGraphLaunch(graph_exec_, stream_));
+          const auto t1 = Clock::now();
+          TV_CUDA_TRY(cudaEventRecord(stop_, stream_));
+          TV_CUDA_TRY(cudaEventSynchronize(stop_));
+          float ms = 0;
+          TV_CUDA_TRY(cudaEventElapsedTime(&ms, start_, stop_));
+          *launch_us = std::chrono::duration<double, std::micro>(t1 - t0).count();
+          *gpu_ms = ms;
+          return Status::Ok();
+        },
+        &times->graph_launch_us, &times->graph_gpu_ms);
   }
 
  private:
@@ -120,7 +225,8 @@ class DeviceRunner final : public Runner {
     }
     return Status::Ok();
   }
-  Status call() {
+  Status call() { return call(plan_); }
+  Status call(const Plan& plan) {
     VerifyTensors t = case_.tensors(out_, static_cast<float*>(lse_));
     t.q = q_;
     t.kv_cache = kv_;
@@ -130,7 +236,7 @@ class DeviceRunner final : public Runner {
     t.kv_page_indptr = static_cast<const int32_t*>(page_indptr_);
     t.kv_page_indices = static_cast<const int32_t*>(page_indices_);
     t.parents = static_cast<const int32_t*>(parents_);
-    TV_RETURN_IF_ERROR(run(plan_, t, workspace_, plan_.workspace_bytes, stream_));
+    TV_RETURN_IF_ERROR(run(plan, t, workspace_, plan.workspace_bytes, stream_));
     TV_CUDA_TRY(cudaGetLastError());
     return Status::Ok();
   }
@@ -145,7 +251,11 @@ class DeviceRunner final : public Runner {
        *kv_len_ = nullptr;
   void *page_indptr_ = nullptr, *page_indices_ = nullptr, *parents_ = nullptr;
   void *out_ = nullptr, *lse_ = nullptr, *workspace_ = nullptr, *flush_ = nullptr;
+  void* flush_sum_ = nullptr;
   size_t flush_size_ = 0;
+  Flush flush_mode_;
+  cublasHandle_t cublas_ = nullptr;
+  cudaGraphExec_t graph_exec_ = nullptr;
 };
 
 // Frees on every exit path of measure_cuda_ceilings.
@@ -158,9 +268,9 @@ struct DeviceBuffers {
 
 }  // namespace
 
-Status make_cuda_runner(const Plan& plan, const testing::HostCase& c,
+Status make_cuda_runner(const Plan& plan, const testing::HostCase& c, Flush flush,
                         std::unique_ptr<Runner>* runner) {
-  auto r = std::make_unique<DeviceRunner>(plan, c);
+  auto r = std::make_unique<DeviceRunner>(plan, c, flush);
   TV_RETURN_IF_ERROR(r->init());
   *runner = std::move(r);
   return Status::Ok();
@@ -241,7 +351,7 @@ Status measure_cuda_ceilings(int device, Ceilings* ceilings) {
 
 namespace treeverify::cli {
 
-Status make_cuda_runner(const Plan&, const testing::HostCase&, std::unique_ptr<Runner>*) {
+Status make_cuda_runner(const Plan&, const testing::HostCase&, Flush, std::unique_ptr<Runner>*) {
   return Status(StatusCode::kUnsupported,
                 "this treeverify was built without CUDA (TREEVERIFY_CUDA=OFF or no nvcc): cannot "
                 "run a CUDA backend");

@@ -1,5 +1,5 @@
-// cuda-mma's error paths and strided outputs: host memory, a missing configuration, a short
-// workspace, and an out tensor with padded rows that must equal the contiguous result.
+// cuda-mma's error paths and strided tensors: host memory, a missing configuration, a short
+// workspace, and q and out tensors with padded rows that must give the contiguous result.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -90,6 +90,59 @@ TEST(GpuErrors, StridedOutputMatchesContiguous) {
     EXPECT_EQ(0, std::memcmp(&got[q * stride], &ref.out[q * heads * kVDim], heads * kVDim * 2))
         << "token " << q;
     for (int64_t i = heads * kVDim; i < stride; ++i) ASSERT_EQ(got[q * stride + i], 0x7b7b);
+  }
+}
+
+// q with padding between heads and between tokens (a slice of a wider projection output, as
+// engines pass it): every variant that reads q (16, 32 and 64 rows a CTA, split and one pass)
+// gives the contiguous run's result bit for bit, and never reads the padding (filled with
+// NaN, which would reach out under the non-finite policy).
+TEST(GpuErrors, StridedQueryMatchesContiguous) {
+  TV_SKIP_WITHOUT_GPU();
+  for (int rows : {16, 32, 64}) {
+    for (int chunk : {0, 32}) {
+      CaseSpec spec = small_spec();
+      spec.name = fmt::format("strided q, {} rows a CTA, chunk {}", rows, chunk);
+      spec.tree_sizes = {rows == 16 ? 1 : 17};
+      SCOPED_TRACE(spec.name);
+      const HostCase host = make_case(spec);
+      PlanOptions o;
+      o.backend = Backend::kCudaMma;
+      o.force_rows_per_cta = rows;
+      o.force_chunk_tokens = chunk;
+      const GpuResult ref = run_on_gpu(host, o);
+      Plan p;
+      ASSERT_TRUE(plan(host.problem(), o, &p).ok());
+      const int64_t heads = host.spec.num_heads, head_stride = kQKDim + 24;
+      const int64_t token_stride = (heads + 2) * head_stride;
+      const size_t padded = static_cast<size_t>(host.total_q()) * token_stride;
+      std::vector<uint16_t> q(padded, 0x7fff);  // NaN in bf16 and fp16
+      for (int64_t t = 0; t < host.total_q(); ++t) {
+        for (int64_t h = 0; h < heads; ++h) {
+          std::memcpy(&q[t * token_stride + h * head_stride], &host.q[(t * heads + h) * kQKDim],
+                      kQKDim * 2);
+        }
+      }
+      void* dq = nullptr;
+      ASSERT_EQ(cudaMalloc(&dq, padded * 2), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dq, q.data(), padded * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      DeviceCase dev(host);
+      dev.ensure_workspace(p.workspace_bytes);
+      dev.poison_outputs();
+      VerifyTensors t = dev.tensors();
+      t.q = dq;
+      t.q_stride_token = token_stride;
+      t.q_stride_head = head_stride;
+      const Status rs = run(p, t, dev.workspace(), dev.workspace_bytes(), nullptr);
+      EXPECT_TRUE(rs.ok()) << rs.to_string();
+      std::vector<uint16_t> out;
+      std::vector<float> lse;
+      dev.download(&out, &lse);
+      cudaFree(dq);
+      ASSERT_EQ(out.size(), ref.out.size());
+      EXPECT_EQ(0, std::memcmp(out.data(), ref.out.data(), out.size() * 2)) << p.kernel;
+      EXPECT_EQ(0, std::memcmp(lse.data(), ref.lse.data(), lse.size() * 4)) << p.kernel;
+    }
   }
 }
 
