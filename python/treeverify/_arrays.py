@@ -162,12 +162,82 @@ def stream_handle(stream, device):
 
 def host_array(x):
     """A numpy array (a view where possible) of any framework's array or a list; device arrays
-    are copied to the host."""
+    are copied to the host, one copy (and one synchronization) each: see host_i32s."""
     if _framework(x) == "torch":
         x = x.detach().cpu().numpy()
     elif _framework(x) == "cupy":
         x = x.get()
     return np.asarray(x)
+
+
+def _cuda_device(x):
+    """The CUDA ordinal of an array in CUDA memory; None for host arrays and lists."""
+    get = getattr(x, "__dlpack_device__", None)
+    if get is None:
+        return None
+    kind, index = get()
+    return int(index) if int(kind) == _DL_CUDA else None
+
+
+# Integer dtypes that int64 holds exactly: such device arrays are gathered into one transfer.
+_TORCH_GATHERED = {"torch.int8", "torch.int16", "torch.int32", "torch.int64", "torch.uint8"}
+
+
+def _torch_gather(arrays):
+    torch = sys.modules["torch"]
+    if all(a.dtype == torch.int32 for a in arrays):
+        parts = [a.detach().reshape(-1) for a in arrays]
+    else:
+        parts = [a.detach().reshape(-1).to(torch.int64) for a in arrays]
+    flat = parts[0] if len(parts) == 1 else torch.cat(parts)  # on the device, no sync
+    return flat.cpu().numpy()  # the one device-to-host copy
+
+
+def _cupy_gather(arrays):
+    cupy = sys.modules["cupy"]
+    with arrays[0].device:
+        if all(a.dtype == np.int32 for a in arrays):
+            parts = [a.ravel() for a in arrays]
+        else:
+            parts = [a.ravel().astype(np.int64) for a in arrays]
+        return cupy.concatenate(parts).get()
+
+
+# framework -> (whether an array of it can join a gathered transfer, the transfer)
+_GATHER = {
+    "torch": (lambda a: str(a.dtype) in _TORCH_GATHERED, _torch_gather),
+    "cupy": (lambda a: np.dtype(a.dtype).kind == "i" or (np.dtype(a.dtype).kind == "u" and
+                                                          np.dtype(a.dtype).itemsize <= 4),
+             _cupy_gather),
+}
+
+
+def host_i32s(named):
+    """Contiguous int32 numpy arrays of the index arrays `named` ((name, array) pairs), in
+    order, for plan(). Host arrays (numpy, lists, CPU tensors of any framework) are read where
+    they are. Arrays in CUDA memory are copied to the host together: torch and cupy arrays of
+    one device are concatenated there and copied back in one transfer, so plan() synchronizes
+    once however many of its arrays live on the GPU (other frameworks' device arrays are
+    copied one by one). Each array is then checked as host_i32 checks it."""
+    out = [None] * len(named)
+    groups = {}
+    for i, (name, x) in enumerate(named):
+        device = _cuda_device(x)
+        gather = _GATHER.get(_framework(x))
+        if (device is not None and gather is not None and len(getattr(x, "shape", ())) == 1
+                and gather[0](x)):
+            groups.setdefault((_framework(x), device), []).append(i)
+        else:  # host arrays; device arrays that fail the checks below (their errors name them)
+            out[i] = host_i32(x, name)
+    for (framework, _), members in groups.items():
+        arrays = [named[i][1] for i in members]
+        flat = _GATHER[framework][1](arrays)
+        start = 0
+        for i, a in zip(members, arrays):
+            n = int(a.shape[0])
+            out[i] = host_i32(flat[start:start + n], named[i][0])
+            start += n
+    return out
 
 
 def host_i32(x, name, ndim=1):

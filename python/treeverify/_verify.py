@@ -69,13 +69,15 @@ class Plan:
 def plan(kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents, num_heads, page_size,
          num_pages, dtype, softmax_scale, device="cpu", *, backend="auto", num_threads=0,
          round_p=False, force_config_arch=0):
-    """Validates the step's metadata (host copies are made of any array, device arrays
-    included) and chooses the kernel. dtype: 'bf16', 'fp16', torch.bfloat16, ...
-    device: 'cpu' (backend 'cpu-fast' or 'cpu-reference') or 'cuda[:N]' ('cuda-mma')."""
+    """Validates the step's metadata and chooses the kernel. dtype: 'bf16', 'fp16',
+    torch.bfloat16, ... device: 'cpu' (backend 'cpu-fast' or 'cpu-reference') or 'cuda[:N]'
+    ('cuda-mma'). The index arrays may be host arrays (numpy, lists, CPU tensors: engines keep
+    host copies of the lengths) or device arrays, in any mix: the device ones are copied to
+    the host in one transfer (one synchronization; none when every array is on the host)."""
     dev = _parse_device(device)
-    arrays = [_arrays.host_i32(a, n) for a, n in (
-        (kv_page_indptr, "kv_page_indptr"), (kv_page_indices, "kv_page_indices"),
-        (kv_len, "kv_len"), (qo_indptr, "qo_indptr"), (parents, "parents"))]
+    arrays = _arrays.host_i32s((
+        ("kv_page_indptr", kv_page_indptr), ("kv_page_indices", kv_page_indices),
+        ("kv_len", kv_len), ("qo_indptr", qo_indptr), ("parents", parents)))
     # Scalars are checked, not converted: int(2.9) or float("0.1") would hide a caller's bug.
     check_int, INT64 = _arrays.check_int, _arrays.INT64
     ext = _ext.Plan(*arrays, check_int(num_heads, "num_heads"), check_int(page_size, "page_size"),
