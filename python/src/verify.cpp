@@ -1,15 +1,20 @@
-// treeverify._ext.Plan: plan() once per step from host metadata, run() once per layer.
-// A CUDA plan owns one device buffer holding copies of the index arrays and the workspace,
-// so run() allocates nothing, copies nothing and can be captured in a CUDA graph.
+// treeverify.Plan (the Python package subclasses it only to add defaults): plan() once per
+// step from host metadata, run() once per layer. A CUDA plan uploads its index arrays once
+// (asynchronously, from pooled pinned memory, on the stream it is made on) and runs with the
+// workspace cached for the run's stream (device.h), so neither plan() nor run() allocates,
+// frees or synchronizes once warm, and run() can be captured in a CUDA graph.
 #include "treeverify/verify.h"
 
 #include <fmt/format.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "common.h"
 #include "device.h"
@@ -19,11 +24,9 @@ namespace {
 
 using namespace treeverify;
 
-constexpr size_t kAlign = 256;  // cudaMalloc's own alignment, kept for every sub-buffer
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
 // Strides of a [rows, H, width] tensor whose last dimension must be contiguous; 0 (the
-// library's "contiguous") where an extent of 1 makes the stride meaningless.
+// library's "contiguous") where an extent of 1 makes the stride meaningless. The binding's one
+// place that turns an array's layout into VerifyTensors strides.
 void half_strides(const nb::ndarray<nb::ro>& a, const char* arg, int64_t* token, int64_t* head) {
   *token = *head = 0;
   if (a.size() == 0) return;  // nothing is read or written
@@ -46,7 +49,7 @@ class PyPlan {
          HostI32 parents, int32_t num_heads, int32_t page_size, int64_t num_pages,
          const std::string& dtype, float softmax_scale, const std::string& device_type,
          int32_t device_id, const std::string& backend, int32_t num_threads, bool round_p,
-         int32_t force_config_arch) {
+         int32_t force_config_arch, uintptr_t stream) {
     if (qo_indptr.shape(0) < 1) raise_value("qo_indptr", "is empty, expected B + 1 entries");
     const int64_t batch = static_cast<int64_t>(qo_indptr.shape(0)) - 1;
     if (static_cast<int64_t>(kv_page_indptr.shape(0)) != batch + 1)
@@ -86,7 +89,7 @@ class PyPlan {
     } else {
       raise_value("device", fmt::format("'{}' (expected 'cpu' or 'cuda')", device_type));
     }
-    const VerifyProblem problem{
+    problem_ = VerifyProblem{
         .batch_size = static_cast<int32_t>(batch),
         .num_heads = num_heads,
         .page_size = page_size,
@@ -99,8 +102,13 @@ class PyPlan {
         .kv_page_indices = host_[3].data(),
         .parents = host_[4].data(),
     };
-    check(plan(problem, options, &plan_));
-    if (where_.cuda()) upload();
+    options_ = options;
+    check(plan(problem_, options_, &plan_));
+    if (where_.cuda()) {
+      std::array<std::span<const int32_t>, 5> parts;
+      for (size_t i = 0; i < parts.size(); ++i) parts[i] = host_[i];
+      upload_ = std::make_unique<IndexUpload>(where_.device_id, stream, parts);
+    }
   }
 
   void run(InArray q, InArray kv_cache, OutArray out_rw, std::optional<OutArray> lse_rw,
@@ -134,23 +142,43 @@ class PyPlan {
       require_disjoint(lse, "lse", kv_cache, "kv_cache");
       t.lse = static_cast<float*>(lse_rw->data());
     }
-    const auto& idx = where_.cuda() ? device_index_ : host_index_pointers();
-    t.qo_indptr = idx[0];
-    t.kv_len = idx[1];
-    t.kv_page_indptr = idx[2];
-    t.kv_page_indices = idx[3];
-    t.parents = idx[4];
-
-    Status status;
-    {
-      nb::gil_scoped_release release;  // CPU backends take long; CUDA ones only launch
-      if (where_.cuda()) {
-        DeviceGuard guard(where_.device_id);
-        status = treeverify::run(plan_, t, workspace_, plan_.workspace_bytes,
-                                 reinterpret_cast<void*>(stream));
-      } else {
+    if (!where_.cuda()) {
+      set_index_arrays(&t, [&](size_t i) { return host_[i].data(); });
+      Status status;
+      {
+        nb::gil_scoped_release release;  // CPU backends take long
         status = treeverify::run(plan_, t, nullptr, 0, nullptr);
       }
+      check(status);
+      return;
+    }
+    // CUDA. What follows changes the plan and is done under the GIL; runs of one plan from
+    // several threads at once are not supported (they would share a workspace unordered).
+    DeviceGuard guard(where_.device_id);
+    const uint64_t capture = capture_id(stream);
+    if (capture != 0 && capture != last_capture_) {
+      // A new plan id makes the capture's first run rebuild the ancestor mask inside the
+      // graph, so that every replay rebuilds it: a graph never relies on a mask an eager run
+      // (or another graph) left in the workspace.
+      check(plan(problem_, options_, &plan_));
+      last_capture_ = capture;
+    }
+    upload_->order_after(stream, capture);
+    set_index_arrays(&t, [&](size_t i) { return upload_->part(i); });
+    void* workspace = nullptr;
+    if (plan_.workspace_bytes != 0) {
+      std::shared_ptr<DeviceMemory> memory =
+          run_workspace(where_.device_id, stream, plan_.workspace_bytes, capture);
+      // Held while the plan lives: memory it ran on is never handed out again under it.
+      if (std::find(workspaces_.begin(), workspaces_.end(), memory) == workspaces_.end())
+        workspaces_.push_back(memory);
+      workspace = memory->data();
+    }
+    Status status;
+    {
+      nb::gil_scoped_release release;
+      status = treeverify::run(plan_, t, workspace, plan_.workspace_bytes,
+                               reinterpret_cast<void*>(stream));
     }
     check(status);
   }
@@ -159,36 +187,23 @@ class PyPlan {
   std::string device() const { return location_name(where_); }
 
  private:
-  using Pointers = std::array<const int32_t*, 5>;
-  Pointers host_index_pointers() const {
-    return {host_[0].data(), host_[1].data(), host_[2].data(), host_[3].data(), host_[4].data()};
-  }
-
-  // One allocation: the five index arrays (each 256-byte aligned), then the workspace.
-  void upload() {
-    size_t bytes = 0;
-    std::array<size_t, 5> offset{};
-    for (size_t i = 0; i < host_.size(); ++i) {
-      offset[i] = bytes;
-      bytes += align_up(host_[i].size() * sizeof(int32_t));
-    }
-    const size_t ws_offset = bytes;
-    bytes += plan_.workspace_bytes;
-    buffer_ = std::make_unique<DeviceBuffer>(where_.device_id, bytes);
-    for (size_t i = 0; i < host_.size(); ++i) {
-      char* dst = buffer_->data() + offset[i];
-      copy_to_device(dst, host_[i].data(), host_[i].size() * sizeof(int32_t), where_.device_id);
-      device_index_[i] = reinterpret_cast<const int32_t*>(dst);
-    }
-    workspace_ = plan_.workspace_bytes ? buffer_->data() + ws_offset : nullptr;
+  template <typename Get>
+  static void set_index_arrays(VerifyTensors* t, Get get) {
+    t->qo_indptr = get(0);
+    t->kv_len = get(1);
+    t->kv_page_indptr = get(2);
+    t->kv_page_indices = get(3);
+    t->parents = get(4);
   }
 
   Plan plan_;
+  VerifyProblem problem_;  // points into host_; kept to plan again under a new id
+  PlanOptions options_;
   Location where_;                            // cpu unless a CUDA device was asked for
   std::array<std::vector<int32_t>, 5> host_;  // qo_indptr, kv_len, kv_page_indptr, indices, parents
-  std::unique_ptr<DeviceBuffer> buffer_;
-  Pointers device_index_{};
-  void* workspace_ = nullptr;
+  std::unique_ptr<IndexUpload> upload_;       // CUDA: the device copy of host_
+  std::vector<std::shared_ptr<DeviceMemory>> workspaces_;  // CUDA: every workspace it ran on
+  uint64_t last_capture_ = 0;                              // CUDA: the graph capture it last ran in
 };
 
 }  // namespace
@@ -197,13 +212,13 @@ void bind_verify(nb::module_& m) {
   nb::class_<PyPlan>(m, "Plan")
       .def(nb::init<HostI32, HostI32, HostI32, HostI32, HostI32, int32_t, int32_t, int64_t,
                     const std::string&, float, const std::string&, int32_t, const std::string&,
-                    int32_t, bool, int32_t>(),
+                    int32_t, bool, int32_t, uintptr_t>(),
            nb::arg("kv_page_indptr"), nb::arg("kv_page_indices"), nb::arg("kv_len"),
            nb::arg("qo_indptr"), nb::arg("parents"), nb::arg("num_heads"), nb::arg("page_size"),
            nb::arg("num_pages"), nb::arg("dtype"), nb::arg("softmax_scale"), nb::arg("device_type"),
            nb::arg("device_id"), nb::arg("backend"), nb::arg("num_threads"), nb::arg("round_p"),
-           nb::arg("force_config_arch"))
-      .def("run", &PyPlan::run, nb::arg("q").noconvert(), nb::arg("kv_cache").noconvert(),
+           nb::arg("force_config_arch"), nb::arg("stream"))
+      .def("_run", &PyPlan::run, nb::arg("q").noconvert(), nb::arg("kv_cache").noconvert(),
            nb::arg("out").noconvert(), nb::arg("lse").noconvert().none(), nb::arg("stream"))
       .def_prop_ro("device", &PyPlan::device)
       .def_prop_ro("backend", [](const PyPlan& p) { return backend_name(p.plan_info().backend); })
@@ -217,6 +232,32 @@ void bind_verify(nb::module_& m) {
       .def_prop_ro("num_pages", [](const PyPlan& p) { return p.plan_info().num_pages; })
       .def_prop_ro("total_q", [](const PyPlan& p) { return p.plan_info().total_q; })
       .def_prop_ro("num_chunks", [](const PyPlan& p) { return p.plan_info().num_chunks; });
+
+  // For tests: what the binding allocated, freed and enqueued so far, and the workspace cache.
+  m.def("_memory_stats", [] {
+    const MemoryStats s = memory_stats();
+    nb::dict d;
+    d["device_allocs"] = s.device_allocs;
+    d["device_frees"] = s.device_frees;
+    d["host_allocs"] = s.host_allocs;
+    d["host_frees"] = s.host_frees;
+    d["uploads"] = s.uploads;
+    d["stream_waits"] = s.stream_waits;
+    d["host_waits"] = s.host_waits;
+    return d;
+  });
+  m.def("_cached_workspaces", [] {
+    nb::list out;
+    for (const CachedWorkspace& w : cached_workspaces()) {
+      nb::dict d;
+      d["device"] = w.device;
+      d["stream"] = w.stream;
+      d["bytes"] = w.bytes;
+      d["address"] = w.address;
+      out.append(d);
+    }
+    return out;
+  });
 }
 
 }  // namespace tvpy

@@ -193,3 +193,191 @@ def test_dtype_mismatch_and_overlapping_outputs_are_refused():
         tv.merge_state(va[:4], s[:4], va[1:], s[1:], v_merged=va[1:])
     torch.cuda.synchronize()
     assert torch.equal(va, va_before)
+
+
+def host_copies(c):
+    """The step's index arrays as an engine keeps them on the host (numpy, a list, a CPU
+    tensor), made outside any measurement."""
+    host = {k: c[k].cpu() for k in META}
+    host["kv_len"] = host["kv_len"].numpy()
+    host["qo_indptr"] = host["qo_indptr"].tolist()
+    return host
+
+
+def synchronizing_ops(fn):
+    """(fn(), the number of synchronizing torch operations it made), by torch's sync debug
+    mode (a device-to-host copy is one)."""
+    import warnings
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = fn()
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+    return result, sum("synchronizing" in str(w.message) for w in caught)
+
+
+def plan_for(c, arrays, **kw):
+    return tv.plan(*(arrays[k] for k in META), num_heads=c["q"].shape[1],
+                   page_size=c["kv_cache"].shape[1], num_pages=c["kv_cache"].shape[0],
+                   dtype=c["q"].dtype, softmax_scale=c["softmax_scale"], device="cuda", **kw)
+
+
+def outputs_for(c):
+    total_q, H = c["q"].shape[:2]
+    return (torch.empty(total_q, H, 512, dtype=c["q"].dtype, device="cuda"),
+            torch.empty(total_q, H, device="cuda"))
+
+
+def test_plan_copies_device_metadata_to_the_host_once():
+    c = make_case(6, [300, 20, 0], [9, 4, 1], num_heads=4, page_size=16)
+    _, n = synchronizing_ops(lambda: c["kv_len"].cpu())
+    assert n == 1  # the count sees a device-to-host copy
+    out, lse = outputs_for(c)
+    _, n = synchronizing_ops(lambda: plan_for(c, c))  # all five on the GPU
+    assert n == 1
+    host = host_copies(c)
+    p, n = synchronizing_ops(lambda: plan_for(c, host))
+    assert n == 0
+    _, n = synchronizing_ops(lambda: p.run(c["q"], c["kv_cache"], out=out, lse=lse))
+    assert n == 0
+    torch.cuda.synchronize()
+    ref = torch_reference(c)
+    check(out, lse, *ref)
+    mixed = dict(host, kv_page_indices=c["kv_page_indices"], parents=c["parents"])
+    out.zero_()
+    _, n = synchronizing_ops(lambda: tv.mla_verify(c["q"], c["kv_cache"], *(mixed[k] for k in META),
+                                                   c["softmax_scale"], out=out, lse=lse))
+    assert n == 1
+    torch.cuda.synchronize()
+    check(out, lse, *ref)
+
+
+def test_steps_reuse_memory_without_allocating_freeing_or_waiting():
+    # An engine's loop: per step one plan from host metadata and a run per layer; the plan is
+    # dropped when the step ends. Once warm, nothing is allocated, freed or waited for, and
+    # every step runs on the one cached workspace of the stream.
+    layers = 6
+    steps = [make_case(40 + s, [700 + 150 * s, 90], [13, 6], num_heads=16, page_size=1)
+             for s in range(3)]
+    hosts = [host_copies(c) for c in steps]
+    refs = [torch_reference(c) for c in steps]
+
+    def step(i):
+        p = plan_for(steps[i], hosts[i])
+        out, lse = outputs_for(steps[i])
+        for _ in range(layers):
+            p.run(steps[i]["q"], steps[i]["kv_cache"], out=out, lse=lse)
+        return p.workspace_bytes, out, lse
+
+    for i in range(len(steps)):  # warm-up: the pool and the cache reach this loop's sizes
+        step(i)
+    torch.cuda.synchronize()
+    before = tv._ext._memory_stats()
+    stream = torch.cuda.current_stream().cuda_stream
+    cached = [w for w in tv._ext._cached_workspaces() if w["stream"] == stream]
+    assert len(cached) == 1
+    for _ in range(2):
+        for i in range(len(steps)):
+            needed, out, lse = step(i)
+            assert needed <= cached[0]["bytes"]
+            torch.cuda.synchronize()  # as an engine reads the accepted tokens back
+            check(out, lse, *refs[i])
+        out, lse = tv.mla_verify(steps[0]["q"], steps[0]["kv_cache"],
+                                 *(hosts[0][k] for k in META), steps[0]["softmax_scale"])
+        torch.cuda.synchronize()
+        check(out, lse, *refs[0])
+    after = tv._ext._memory_stats()
+    for key in ("device_allocs", "device_frees", "host_allocs", "host_frees", "host_waits",
+                "stream_waits"):
+        assert after[key] == before[key], key
+    assert after["uploads"] - before["uploads"] == 2 * (len(steps) + 1)
+    assert [w for w in tv._ext._cached_workspaces() if w["stream"] == stream] == cached
+
+
+def test_run_on_another_stream_waits_for_the_upload():
+    c = make_case(9, [800], [10], num_heads=8, page_size=1)
+    torch.cuda.synchronize()
+    before = tv._ext._memory_stats()["stream_waits"]
+    p = plan_for(c, host_copies(c))  # uploads on the current stream
+    out, lse = outputs_for(c)
+    side = torch.cuda.Stream()
+    for _ in range(3):
+        p.run(c["q"], c["kv_cache"], out=out, lse=lse, stream=side)
+    assert tv._ext._memory_stats()["stream_waits"] - before == 1  # the first run on `side`
+    side.synchronize()
+    check(out, lse, *torch_reference(c))
+
+
+def test_graph_replay_and_eager_runs_on_one_stream_keep_their_masks():
+    # A graph of plan p captured on stream s, eager runs of plan q on s before and after its
+    # replay: each must see its own tree's ancestor mask.
+    cp = make_case(11, [500, 70], [12, 5], num_heads=16, page_size=1)
+    cq = make_case(12, [260], [15], num_heads=16, page_size=1)
+    p, q = plan_for(cp, host_copies(cp)), plan_for(cq, host_copies(cq))
+    out_p, lse_p = outputs_for(cp)
+    out_q, lse_q = outputs_for(cq)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        p.run(cp["q"], cp["kv_cache"], out=out_p, lse=lse_p)  # warm-up, eager, on s
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        p.run(cp["q"], cp["kv_cache"], out=out_p, lse=lse_p)
+    ref_p, ref_q = torch_reference(cp), torch_reference(cq)
+    with torch.cuda.stream(s):
+        q.run(cq["q"], cq["kv_cache"], out=out_q, lse=lse_q)
+        out_p.zero_()
+        graph.replay()
+        out_q.zero_()
+        q.run(cq["q"], cq["kv_cache"], out=out_q, lse=lse_q)
+    torch.cuda.synchronize()
+    check(out_p, lse_p, *ref_p)
+    check(out_q, lse_q, *ref_q)
+
+
+def test_graphs_captured_on_one_stream_each_rebuild_their_mask():
+    # Graphs captured on one stream share its workspace: each must rebuild its own plan's
+    # mask when replayed, even where the plan ran on that workspace before the capture.
+    cp = make_case(14, [300, 40], [12, 5], num_heads=16, page_size=1)
+    cq = make_case(15, [180], [15], num_heads=16, page_size=1)
+    p, q = plan_for(cp, host_copies(cp)), plan_for(cq, host_copies(cq))
+    out_p, lse_p = outputs_for(cp)
+    out_q, lse_q = outputs_for(cq)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        p.run(cp["q"], cp["kv_cache"], out=out_p, lse=lse_p)  # p's mask now in the workspace
+    torch.cuda.current_stream().wait_stream(s)
+
+    def workspace_of_s():
+        return [w for w in tv._ext._cached_workspaces() if w["stream"] == s.cuda_stream]
+
+    graph_p, graph_q = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph_p, stream=s):
+        p.run(cp["q"], cp["kv_cache"], out=out_p, lse=lse_p)
+    shared = workspace_of_s()
+    with torch.cuda.graph(graph_q, stream=s):
+        q.run(cq["q"], cq["kv_cache"], out=out_q, lse=lse_q)
+    assert workspace_of_s() == shared  # both graphs use the one workspace
+    ref_p, ref_q = torch_reference(cp), torch_reference(cq)
+    with torch.cuda.stream(s):
+        out_p.zero_()
+        out_q.zero_()
+        graph_q.replay()  # leaves q's mask in the workspace
+        graph_p.replay()
+    torch.cuda.synchronize()
+    check(out_p, lse_p, *ref_p)
+    check(out_q, lse_q, *ref_q)
+
+
+def test_plan_inside_a_graph_capture_is_refused():
+    c = make_case(13, [40], [4], num_heads=2, page_size=4)
+    host = host_copies(c)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(tv.Error, match=r"stream is being captured"):
+        with torch.cuda.graph(graph):
+            plan_for(c, host)

@@ -133,6 +133,21 @@ def test_gathered_arrays_are_checked_one_by_one(case, fake_cupy):
         plan_and_run(case, arrays)
 
 
+def test_plan_is_one_object():
+    # The plan is the extension's object (no wrapper holding a second copy of its state):
+    # attributes come from it, and it carries no per-instance dict.
+    case = make_case(np.random.default_rng(2), prefix_lens=[7], tree_sizes=[3], num_heads=1,
+                     page_size=2)
+    p = tv.plan(*(case[a] for a in ARGS), num_heads=1, page_size=2,
+                num_pages=case["kv_cache"].shape[0], dtype="bf16", softmax_scale=0.1)
+    assert isinstance(p, tv.Plan) and isinstance(p, tv._ext.Plan)
+    assert not hasattr(p, "__dict__") and not hasattr(p, "_plan")
+    assert (p.backend, p.device, p.total_q, p.num_heads, p.batch_size) == ("cpu-fast", "cpu", 3,
+                                                                            1, 1)
+    assert p.workspace_bytes >= 0 and p.kernel and p.reason
+    assert repr(p).startswith("treeverify.Plan(device=cpu, backend=cpu-fast")
+
+
 def test_cpu_torch_tensors_are_read_in_place():
     torch = pytest.importorskip("torch")
     case = make_case(np.random.default_rng(4), prefix_lens=[12, 3], tree_sizes=[4, 2],

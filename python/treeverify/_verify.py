@@ -32,61 +32,73 @@ def _current_cuda_device():
     return 0
 
 
-class Plan:
-    """One step's verify plan: validated metadata, the kernel choice, and (CUDA) a device
-    buffer with the index arrays and the workspace. Run it once per layer; run() allocates
-    nothing when out and lse are given, so a loop of runs can be captured in a CUDA graph."""
+class Plan(_ext.Plan):
+    """One step's verify plan, made by plan(): the validated metadata, the kernel choice and
+    (CUDA) the index arrays' device copy. Run it once per layer. The state lives in the
+    extension's Plan (attributes backend, kernel, reason, workspace_bytes, device, dtype,
+    batch_size, num_heads, page_size, num_pages, total_q, num_chunks); this class only adds
+    run()'s defaults.
 
-    def __init__(self, ext_plan):
-        self._plan = ext_plan
+    CUDA: runs use the workspace cached for their stream (grown when a plan needs more, kept
+    between calls), so run() allocates, frees and copies nothing when out and lse are given,
+    and a loop of runs can be captured in a CUDA graph. Runs that share a workspace must be
+    ordered, which runs on one stream are; the cache keeps one workspace per stream, never
+    shared between two. A graph that captured runs reads this plan's memory: keep the plan
+    alive while the graph may be replayed, and replay the graphs captured on one stream in
+    order, not concurrently."""
+
+    __slots__ = ()
 
     def run(self, q, kv_cache, out=None, lse=None, stream=None, *, dtype=None):
-        """out [total_q, H, 512] in q's dtype, lse [total_q, H] float32; both returned."""
-        p = self._plan
-        if dtype is not None and _arrays.dtype_name(None, dtype) != p.dtype:
+        """out [total_q, H, 512] in q's dtype, lse [total_q, H] float32; both returned.
+        stream: where the kernels are launched (default: torch's current stream, else the
+        legacy default stream); a stream other than plan()'s waits for the plan's upload."""
+        if dtype is not None and _arrays.dtype_name(None, dtype) != self.dtype:
             raise TypeError(f"invalid argument: argument 'dtype': {dtype}, but the plan was made "
-                            f"for {p.dtype}")
-        _arrays.require_half_dtypes(p.dtype, (("q", q), ("kv_cache", kv_cache), ("out", out)))
+                            f"for {self.dtype}")
+        _arrays.require_half_dtypes(self.dtype, (("q", q), ("kv_cache", kv_cache), ("out", out)))
         if out is None:
-            out = _arrays.empty(q, (p.total_q, p.num_heads, _LATENT))
+            out = _arrays.empty(q, (self.total_q, self.num_heads, _LATENT))
         if lse is None:
-            lse = _arrays.empty(q, (p.total_q, p.num_heads), float32=True)
+            lse = _arrays.empty(q, (self.total_q, self.num_heads), float32=True)
         device = _arrays.device_of(q, "q")
         handle = _arrays.stream_handle(stream, device)  # checked on the CPU too, where unused
-        p.run(_arrays.raw(q), _arrays.raw(kv_cache), _arrays.raw(out), lse, handle)
+        self._run(_arrays.raw(q), _arrays.raw(kv_cache), _arrays.raw(out), lse, handle)
         return out, lse
 
-    def __getattr__(self, name):  # backend, kernel, reason, workspace_bytes, device, ...
-        return getattr(self._plan, name)
-
     def __repr__(self):
-        p = self._plan
-        return (f"treeverify.Plan(device={p.device}, backend={p.backend}, kernel={p.kernel!r}, "
-                f"B={p.batch_size}, total_q={p.total_q}, H={p.num_heads}, "
-                f"workspace_bytes={p.workspace_bytes})")
+        return (f"treeverify.Plan(device={self.device}, backend={self.backend}, "
+                f"kernel={self.kernel!r}, B={self.batch_size}, total_q={self.total_q}, "
+                f"H={self.num_heads}, workspace_bytes={self.workspace_bytes})")
 
 
 def plan(kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents, num_heads, page_size,
          num_pages, dtype, softmax_scale, device="cpu", *, backend="auto", num_threads=0,
-         round_p=False, force_config_arch=0):
+         round_p=False, force_config_arch=0, stream=None):
     """Validates the step's metadata and chooses the kernel. dtype: 'bf16', 'fp16',
     torch.bfloat16, ... device: 'cpu' (backend 'cpu-fast' or 'cpu-reference') or 'cuda[:N]'
-    ('cuda-mma'). The index arrays may be host arrays (numpy, lists, CPU tensors: engines keep
-    host copies of the lengths) or device arrays, in any mix: the device ones are copied to
-    the host in one transfer (one synchronization; none when every array is on the host)."""
+    ('cuda-mma').
+
+    The index arrays may be host arrays (numpy, lists, CPU tensors: engines keep host copies
+    of the lengths) or device arrays, in any mix: the device ones are copied to the host in one
+    transfer (one synchronization; none when every array is on the host). A CUDA plan then
+    uploads its validated copy asynchronously on `stream` (default: torch's current stream,
+    else the legacy default stream), from pooled pinned memory: plan() allocates nothing once
+    warm and never waits for the device otherwise. It cannot be called while that stream is
+    being captured into a CUDA graph."""
     dev = _parse_device(device)
     arrays = _arrays.host_i32s((
         ("kv_page_indptr", kv_page_indptr), ("kv_page_indices", kv_page_indices),
         ("kv_len", kv_len), ("qo_indptr", qo_indptr), ("parents", parents)))
     # Scalars are checked, not converted: int(2.9) or float("0.1") would hide a caller's bug.
     check_int, INT64 = _arrays.check_int, _arrays.INT64
-    ext = _ext.Plan(*arrays, check_int(num_heads, "num_heads"), check_int(page_size, "page_size"),
-                    check_int(num_pages, "num_pages", INT64), _arrays.dtype_name(None, dtype),
-                    _arrays.check_real(softmax_scale, "softmax_scale"), dev[0], dev[1],
-                    _arrays.check_str(backend, "backend"), check_int(num_threads, "num_threads"),
-                    _arrays.check_bool(round_p, "round_p"),
-                    check_int(force_config_arch, "force_config_arch"))
-    return Plan(ext)
+    handle = _arrays.stream_handle(stream, dev)  # checked on the CPU too, where unused
+    return Plan(*arrays, check_int(num_heads, "num_heads"), check_int(page_size, "page_size"),
+                check_int(num_pages, "num_pages", INT64), _arrays.dtype_name(None, dtype),
+                _arrays.check_real(softmax_scale, "softmax_scale"), dev[0], dev[1],
+                _arrays.check_str(backend, "backend"), check_int(num_threads, "num_threads"),
+                _arrays.check_bool(round_p, "round_p"),
+                check_int(force_config_arch, "force_config_arch"), handle)
 
 
 def mla_verify(q, kv_cache, kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents,
@@ -97,8 +109,9 @@ def mla_verify(q, kv_cache, kv_page_indptr, kv_page_indices, kv_len, qo_indptr, 
       kv_page_indptr [B+1], kv_page_indices [nnz], kv_len [B] = L_b + T_b, qo_indptr [B+1],
       parents [total_q] (per request: parents[0] = -1, parents[i] < i).
     Returns (out [total_q, H, 512] in q's dtype, lse [total_q, H] float32, natural log).
-    On CUDA this allocates a workspace and copies the metadata each call: engines should make
-    one plan() per step and run it for every layer."""
+    On CUDA this validates and uploads the metadata each call (one device-to-host copy when
+    some of it is on the GPU; none when it is all on the host): engines should make one plan()
+    per step and run it for every layer."""
     device = _arrays.device_of(q, "q")
     shape = getattr(kv_cache, "shape", None)
     if shape is None or len(shape) != 3 or len(getattr(q, "shape", ())) != 3:
@@ -107,7 +120,7 @@ def mla_verify(q, kv_cache, kv_page_indptr, kv_page_indices, kv_len, qo_indptr, 
     p = plan(kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents, q.shape[1], shape[1],
              shape[0], _arrays.dtype_name(q, dtype), softmax_scale,
              device=f"{device[0]}:{device[1]}" if device[0] == "cuda" else "cpu",
-             backend=backend, num_threads=num_threads, round_p=round_p)
+             backend=backend, num_threads=num_threads, round_p=round_p, stream=stream)
     return p.run(q, kv_cache, out=out, lse=lse, stream=stream)
 
 
