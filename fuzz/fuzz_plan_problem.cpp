@@ -1,0 +1,262 @@
+// fuzz_plan's problem decoder and the contract it is checked against (fuzz_plan_problem.h).
+#include "fuzz_plan_problem.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace tvfuzz::plan {
+
+using namespace treeverify;
+
+namespace {
+
+constexpr int64_t kMaxPageEntries = int64_t{1} << 20;
+
+bool well_formed_indptr(const std::vector<int32_t>& a, int32_t B, int64_t max_step) {
+  if (static_cast<int64_t>(a.size()) < int64_t{B} + 1 || a[0] != 0) return false;
+  for (int32_t b = 0; b < B; ++b) {
+    const int64_t d = int64_t{a[b + 1]} - a[b];
+    if (d < 0 || d > max_step) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string fingerprint(const Plan& p) {
+  uint32_t scale_bits;
+  std::memcpy(&scale_bits, &p.softmax_scale, 4);
+  std::string s = std::to_string(static_cast<int>(p.backend)) + "|" + p.kernel + "|" + p.reason;
+  for (int64_t v : {int64_t(p.workspace_bytes),
+                    int64_t(p.batch_size),
+                    int64_t(p.num_heads),
+                    int64_t(p.page_size),
+                    int64_t(p.total_q),
+                    int64_t(p.max_tree),
+                    p.num_pages,
+                    p.nnz_pages,
+                    p.max_kv_len,
+                    int64_t(p.dtype),
+                    int64_t(p.kv_format),
+                    int64_t(scale_bits),
+                    int64_t(p.options.backend),
+                    int64_t(p.options.device),
+                    int64_t(p.options.num_threads),
+                    int64_t(p.options.round_p),
+                    int64_t(p.options.force_config_arch),
+                    int64_t(p.options.force_chunk_tokens),
+                    int64_t(p.options.force_rows_per_cta),
+                    int64_t(p.chunk_tokens),
+                    int64_t(p.num_chunks),
+                    int64_t(p.config_arch),
+                    int64_t(p.device),
+                    int64_t(p.variant),
+                    int64_t(p.id),
+                    int64_t(p.programmatic_combine)}) {
+    s += "|" + std::to_string(v);
+  }
+  return s;
+}
+
+Plan sentinel_plan() {
+  Plan p;
+  p.backend = static_cast<Backend>(77);
+  p.kernel = "sentinel-kernel";
+  p.reason = "sentinel-reason";
+  p.workspace_bytes = 12345;
+  p.batch_size = -5, p.num_heads = 999, p.page_size = 3, p.total_q = -7, p.max_tree = 4242;
+  p.num_pages = -11, p.nnz_pages = 1234567, p.max_kv_len = -99;
+  p.dtype = static_cast<DType>(9);
+  p.kv_format = static_cast<KvFormat>(8);
+  p.softmax_scale = -3.5f;
+  p.options.backend = static_cast<Backend>(55);
+  p.options.num_threads = 17;
+  p.chunk_tokens = 5, p.num_chunks = 6, p.config_arch = 7, p.device = 8, p.variant = 9;
+  p.id = 0xdeadbeef;
+  p.programmatic_combine = true;
+  return p;
+}
+
+// verify.h's contract, written out independently of src/core/validate.cpp.
+bool problem_is_valid(const VerifyProblem& p) {
+  if (p.batch_size < 0 || p.num_heads < 1 || p.num_heads > kMaxHeads) return false;
+  if (!is_valid_page_size(p.page_size) || p.num_pages < 0) return false;
+  if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16) return false;
+  if (p.kv_format != KvFormat::kSameAsQ && p.kv_format != KvFormat::kE4M3) return false;
+  if (!std::isfinite(p.softmax_scale) || !(p.softmax_scale > 0.f)) return false;
+  const int32_t B = p.batch_size;
+  if (B == 0) {
+    return (p.qo_indptr == nullptr || p.qo_indptr[0] == 0) &&
+           (p.kv_page_indptr == nullptr || p.kv_page_indptr[0] == 0);
+  }
+  if (!p.qo_indptr || !p.kv_len || !p.kv_page_indptr) return false;
+  if (p.qo_indptr[0] != 0 || p.kv_page_indptr[0] != 0) return false;
+  for (int32_t b = 0; b < B; ++b) {
+    const int64_t t = int64_t{p.qo_indptr[b + 1]} - p.qo_indptr[b];
+    if (t < 0 || t > kMaxTreeSize) return false;
+    if (int64_t{p.kv_page_indptr[b + 1]} < p.kv_page_indptr[b]) return false;
+  }
+  if (p.qo_indptr[B] > 0 && !p.parents) return false;
+  if (p.kv_page_indptr[B] > 0 && !p.kv_page_indices) return false;
+  for (int32_t b = 0; b < B; ++b) {
+    const int64_t t = int64_t{p.qo_indptr[b + 1]} - p.qo_indptr[b];
+    const int64_t pages = int64_t{p.kv_page_indptr[b + 1]} - p.kv_page_indptr[b];
+    if (p.kv_len[b] < t || p.kv_len[b] > pages * p.page_size) return false;
+    for (int64_t k = p.kv_page_indptr[b]; k < p.kv_page_indptr[b + 1]; ++k) {
+      if (p.kv_page_indices[k] < 0 || p.kv_page_indices[k] >= p.num_pages) return false;
+    }
+    for (int64_t i = 0; i < t; ++i) {
+      const int32_t parent = p.parents[p.qo_indptr[b] + i];
+      if (i == 0 ? parent != -1 : (parent < 0 || parent >= i)) return false;
+    }
+  }
+  return true;
+}
+
+bool decode_problem(Input& in, PlanInput* d) {
+  VerifyProblem& prob = d->prob;
+  PlanOptions& opt = d->opt;
+
+  // ---- scalars ---------------------------------------------------------------------------
+  {
+    const uint8_t v = in.u8();
+    prob.batch_size = v < 200   ? v % 5
+                      : v < 240 ? 5 + (v - 200)
+                                : in.pick<int32_t>({-1, -2, -100, tvfuzz::kI32Min});
+  }
+  {
+    const uint8_t v = in.u8();
+    prob.num_heads = v < 200 ? 1 + v % 4
+                             : in.pick<int32_t>({0, -1, kMaxHeads, kMaxHeads + 1, tvfuzz::kI32Max,
+                                                 tvfuzz::kI32Min, 8, 16});
+  }
+  {
+    const uint8_t v = in.u8();
+    prob.page_size =
+        v < 200 ? 1 << (v % 5) : in.pick<int32_t>({0, -1, 3, 6, 128, 256, tvfuzz::kI32Min, 64, 12});
+  }
+  {
+    const uint8_t v = in.u8();
+    prob.dtype = static_cast<DType>(v < 250 ? v & 1 : in.i32());
+  }
+  {
+    const uint8_t v = in.u8();
+    prob.kv_format = static_cast<KvFormat>(v < 128 ? 0 : v < 250 ? 1 : in.i32());
+  }
+  {
+    const uint8_t v = in.u8();
+    prob.softmax_scale = v < 200   ? (1 + v) / 4096.f
+                         : v < 224 ? in.f32()
+                                   : tvfuzz::special_float(in);
+  }
+  {
+    const uint8_t v = in.u8();
+    switch (v % 8) {
+      case 0:
+      case 3:
+        opt.backend = Backend::kCpuReference;
+        break;
+      case 1:
+      case 4:
+        opt.backend = Backend::kCpuFast;
+        break;
+      case 2:
+      case 5:
+        opt.backend = Backend::kAuto;
+        break;
+      case 6:
+        opt.backend = Backend::kCudaMma;
+        break;
+      default:
+        opt.backend = static_cast<Backend>(in.i32());
+        break;
+    }
+    opt.num_threads = in.pick<int>({0, 1, 2, 3, -1});
+  }
+  const uint8_t flags = in.u8();
+  opt.round_p = flags & 1;
+  d->use_verify_cpu = flags & 2;
+  d->lse_null = flags & 4;
+  d->strided_q = flags & 8;
+  d->strided_out = flags & 16;
+  const uint8_t bad_byte = in.u8();
+  d->bad_variant = bad_byte < 160 ? 0 : 1 + (bad_byte - 160) % 13;
+
+  // ---- a valid batch, from the input -------------------------------------------------------
+  const int32_t B = prob.batch_size;
+  const int32_t nreq = std::max(B, 0);
+  const int32_t ps_for_layout = is_valid_page_size(prob.page_size) ? prob.page_size : 4;
+  std::vector<int32_t>& qo = d->qo;
+  std::vector<int32_t>& kv_len = d->kv_len;
+  std::vector<int32_t>& kpi = d->kpi;
+  std::vector<int32_t>& kpidx = d->kpidx;
+  std::vector<int32_t>& parents = d->parents;
+  qo = {0}, kpi = {0};
+  kv_len.clear(), kpidx.clear(), parents.clear();
+  for (int32_t b = 0; b < nreq; ++b) {
+    uint8_t v = in.u8();
+    const int32_t T = v < 240 ? v % 7 : in.pick<int32_t>({0, 1024, 1025, 40, 100});
+    v = in.u8();
+    const int32_t L = v < 240 ? v % 13 : in.pick<int32_t>({200, 3000, 0});
+    const int32_t extra = in.u8() % 3;
+    for (int32_t i = 0; i < T; ++i) parents.push_back(i == 0 ? -1 : in.u8() % i);
+    qo.push_back(qo.back() + T);
+    kv_len.push_back(L + T);
+    const int32_t np = (L + T + ps_for_layout - 1) / ps_for_layout + extra;
+    kpi.push_back(kpi.back() + np);
+  }
+  {
+    const uint8_t v = in.u8();
+    if (v < 192) {  // fresh page ids, in order
+      for (int32_t k = 0; k < kpi.back(); ++k) kpidx.push_back(k);
+      prob.num_pages = kpi.back() + v % 3;
+    } else {  // ids from the input: pages shared within and across requests
+      const int32_t pool = 1 + in.u8();
+      for (int32_t k = 0; k < kpi.back(); ++k) kpidx.push_back(in.u8() % pool);
+      prob.num_pages = pool;
+    }
+    const uint8_t w = in.u8();
+    if (w >= 224) {
+      prob.num_pages = in.pick<int64_t>({0, -1, INT64_MAX, INT64_MIN, int64_t{1} << 40,
+                                         prob.num_pages - 1, prob.num_pages + 1, int64_t{1} << 31});
+    }
+  }
+  tvfuzz::mutate_arrays(in, {&qo, &kv_len, &kpi, &kpidx, &parents}, 6, /*may_resize=*/true);
+
+  // Grow each array to the length the contract makes a caller provide.
+  if (B >= 0) {
+    auto grow = [](std::vector<int32_t>& a, size_t n) {
+      if (a.size() < n) a.resize(n, a.empty() ? 0 : a.back());
+    };
+    grow(qo, size_t(B) + 1);
+    grow(kv_len, size_t(B));
+    grow(kpi, size_t(B) + 1);
+    if (B > 0 && well_formed_indptr(qo, B, kMaxTreeSize)) grow(parents, size_t(qo[B]));
+    if (B > 0 && well_formed_indptr(kpi, B, INT64_MAX)) {
+      if (kpi[B] > kMaxPageEntries) return false;  // a valid page table too large to allocate
+      grow(kpidx, size_t(kpi[B]));
+    }
+  }
+  d->qo_buf = Buf<int32_t>(qo);
+  d->kv_len_buf = Buf<int32_t>(kv_len);
+  d->kpi_buf = Buf<int32_t>(kpi);
+  d->kpidx_buf = Buf<int32_t>(kpidx);
+  d->parents_buf = Buf<int32_t>(parents);
+  {
+    const uint8_t v = in.u8();
+    const uint8_t nulls = (v & 0x80) ? v : 0;
+    prob.qo_indptr = (nulls & 1) ? nullptr : d->qo_buf.data();
+    prob.kv_len = (nulls & 2) ? nullptr : d->kv_len_buf.data();
+    prob.kv_page_indptr = (nulls & 4) ? nullptr : d->kpi_buf.data();
+    prob.kv_page_indices = (nulls & 8) ? nullptr : d->kpidx_buf.data();
+    prob.parents = (nulls & 16) ? nullptr : d->parents_buf.data();
+  }
+
+  return true;
+}
+
+}  // namespace tvfuzz::plan
