@@ -101,14 +101,12 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     softmax_tile<T, V, kE4M3>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * V::kTokens, mask_row,
                               own_node, row_valid, st, kv_scale);
   };
-  // e4m3: tile `tile` has landed and the CTA is past a barrier since; widen it and publish.
+  // e4m3: this thread's copies of tile `tile` have landed (its wait_group or the stage's
+  // mbarrier); its warp widens the rows it copied (dequantize_tile), and the CTA barrier the
+  // loop reaches next publishes them, so widening costs no barrier of its own.
   auto dequantize = [&](int tile) {
-    if constexpr (kE4M3) {
-      if (tile < n_tiles) {
-        dequantize_tile<T, V>(smem + (tile % V::kStages) * V::kStageBytes);
-        __syncthreads();
-      }
-    }
+    if constexpr (kE4M3)
+      if (tile < n_tiles) dequantize_tile<T, V>(smem + (tile % V::kStages) * V::kStageBytes);
   };
 
   // Tile `tile` has landed: its cp.async group is complete (the caller's wait_group) and, for
@@ -135,17 +133,17 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
       pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
     };
     cp_async_wait<V::kStages - 2>();  // tile 0 has landed
-    __syncthreads();
     dequantize(0);
+    __syncthreads();
     qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, sub);
     if (half_a) {  // the second phase of half A's tile -1
       named_barrier_sync<1, kHalfThreads>();
       softmax(0);
     }
     cp_async_wait<V::kStages - 3>();  // tile 1 has landed
+    dequantize(1);
     __syncthreads();                  // X(0)
     for (int tile = 0; tile < n_tiles; ++tile) {
-      dequantize(tile + 1);  // landed at X(tile); QK(tile + 1) is its first reader
       if constexpr (!V::kLateCopies) load(tile + V::kStages - 1);
       if (half_a) {
         products(tile);
@@ -159,6 +157,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
         if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
       }
       cp_async_wait<V::kStages - 3>();  // tile + 2 has landed
+      dequantize(tile + 2);             // QK(tile + 2), after X(tile + 1), reads it first
       __syncthreads();                  // X(tile + 1)
     }
   } else if constexpr (V::kOverlap) {
@@ -169,8 +168,8 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     constexpr int kPending = V::kLateCopies ? V::kStages - 3 : V::kStages - 2;
     cp_async_wait<V::kStages - 2>();
     wait_bulk(0);
-    __syncthreads();
     dequantize(0);
+    __syncthreads();
     qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, sub);
     for (int tile = 0; tile < n_tiles; ++tile) {
       __syncthreads();  // s_red holds tile's scores; PV(tile-1) is done, its stage is free
@@ -178,8 +177,8 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
       softmax(tile);
       cp_async_wait<kPending>();  // tile + 1 has landed
       wait_bulk(tile + 1);
-      __syncthreads();  // P, alpha and tile + 1 visible; s_red consumed
       dequantize(tile + 1);
+      __syncthreads();  // P, alpha and tile + 1 visible; s_red consumed
       if (tile + 1 < n_tiles) qk_partial<T, V>(stage_of(tile + 1), qf, s_red, kgroup, sub);
       pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
       if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
@@ -188,9 +187,9 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     for (int tile = 0; tile < n_tiles; ++tile) {
       cp_async_wait<V::kStages - 2>();
       wait_bulk(tile);
+      dequantize(tile);
       __syncthreads();  // tile landed; PV(tile-1) done, so its stage, s_p and s_red are free
       load(tile + V::kStages - 1);
-      dequantize(tile);
       qk_partial<T, V>(stage_of(tile), qf, s_red, kgroup, sub);
       __syncthreads();
       softmax(tile);

@@ -78,11 +78,15 @@ inline constexpr int kE4M3RowOffset = kKVRowBytes - kQKDim;  // 592, 16-byte ali
 template <typename V, bool kE4M3 = false>
 __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32_t stage,
                                              const int32_t* page_ids, int first, int end) {
-  if constexpr (kE4M3) {  // 36 pieces of 16 bytes a row: 4 threads a token, 9 pieces each
-    constexpr int kPieces = kQKDim / 16, kThreadsPerToken = 4;
-    static_assert(V::kTokens * kThreadsPerToken <= kThreads);
-    if (threadIdx.x >= V::kTokens * kThreadsPerToken) return;
-    const int tok = threadIdx.x / kThreadsPerToken, sub = threadIdx.x % kThreadsPerToken;
+  if constexpr (kE4M3) {
+    // Warp w copies rows w, w + 8, ... (the rows dequantize_tile has it widen, so no CTA
+    // barrier stands between the copies landing and the widening): kLanesPerRow lanes a row,
+    // pieces sub, sub + kLanesPerRow, ... of the row's 36 pieces of 16 bytes.
+    constexpr int kPieces = kQKDim / 16, kRowsPerWarp = V::kTokens / kWarps;
+    constexpr int kLanesPerRow = 32 / kRowsPerWarp;  // 8 (32-token tiles) or 16
+    static_assert(V::kTokens % kWarps == 0 && 32 % kRowsPerWarp == 0);
+    const int lane = static_cast<int>(threadIdx.x) % 32, sub = lane % kLanesPerRow;
+    const int tok = static_cast<int>(threadIdx.x) / 32 + kWarps * (lane / kLanesPerRow);
     const int t = first + tok;
     const char* src = static_cast<const char*>(p.kv) + sub * 16;
     int bytes = 0;
@@ -93,8 +97,9 @@ __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32
     }
     const uint32_t dst = stage + tok * kKVRowBytes + kE4M3RowOffset + sub * 16;
 #pragma unroll
-    for (int i = 0; i < kPieces / kThreadsPerToken; ++i)
-      cp_async_16(dst + i * kThreadsPerToken * 16, src + i * kThreadsPerToken * 16, bytes);
+    for (int i = 0; i < (kPieces + kLanesPerRow - 1) / kLanesPerRow; ++i)
+      if (sub + i * kLanesPerRow < kPieces)
+        cp_async_16(dst + i * kLanesPerRow * 16, src + i * kLanesPerRow * 16, bytes);
     return;
   }
   constexpr int kChunks = kQKDim * 2 / 16;  // 72 pieces of 16 bytes a row
@@ -156,8 +161,10 @@ __device__ __forceinline__ float e4m3_to_float(uint32_t b) {
 // products read (exact: every e4m3 value is a bf16 and an fp16 value; the cache's scale is
 // applied to the scores and the output instead). A row's 16-bit values overwrite its own e4m3
 // bytes and no other row's, so one warp takes a row: its lanes read the row's 36 pieces of 16
-// values, meet at __syncwarp, then write. Few registers live at once (the 64-row variants sit
-// at 255). The caller publishes the tile with a barrier.
+// values, meet at __syncwarp, then write. Warp w takes rows w, w + 8, ...: the rows it copied
+// (load_kv_tile), so once each lane's own copies have landed a __syncwarp makes the rows
+// visible to the warp. Few registers live at once (the 64-row variants sit at 255). The
+// caller publishes the tile with a barrier.
 // Two e4m3 values (low byte first) as two packed T: one cvt.rn.f16x2.e4m3x2 where the
 // architecture has it (sm_89+; cuda_fp8.h falls back to integer code below), then for bf16
 // through float (exact: every fp16 made from e4m3 is a bf16 value too).
@@ -191,6 +198,7 @@ template <typename T, typename V>
 __device__ __forceinline__ void dequantize_tile(uint8_t* stage) {
   constexpr int kRowPieces = kQKDim / 16;  // 36: lanes 0-31, then lanes 0-3 again
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  __syncwarp();  // the lanes' copies of the warp's rows, landed for each, seen by all
   for (int row = warp; row < V::kTokens; row += kWarps) {
     uint8_t* r = stage + row * kKVRowBytes;
     const uint4 a = *reinterpret_cast<const uint4*>(r + kE4M3RowOffset + lane * 16);
