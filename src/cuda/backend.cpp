@@ -47,7 +47,14 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   // Once per step: the index arrays' checks and the ancestor mask, the first time this plan
   // runs on this workspace (step_data.h). One-node trees (decode) need no mask: the kernel
   // never reads a node's own bit.
-  const StepArrays arrays{t.qo_indptr, t.kv_len, t.kv_page_indptr, t.kv_page_indices, t.parents};
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  unsigned long long capture_id = 0;
+  if (cudaError_t err = cudaStreamGetCaptureInfo(stream, &capturing, &capture_id);
+      err != cudaSuccess)
+    return cuda_error("cudaStreamGetCaptureInfo", err);
+  if (capturing != cudaStreamCaptureStatusActive) capture_id = 0;
+  const StepArrays arrays{t.qo_indptr,       t.kv_len,  t.kv_page_indptr,
+                          t.kv_page_indices, t.parents, capture_id};
   if (!holds_step_data(workspace, plan.id, arrays)) {
     TV_RETURN_IF_ERROR(require_device_pointer(t.qo_indptr, "qo_indptr"));
     TV_RETURN_IF_ERROR(require_device_pointer(t.kv_len, "kv_len"));

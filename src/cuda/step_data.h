@@ -8,13 +8,18 @@
 
 namespace treeverify::detail {
 
-// The index arrays a run reads; equal tuples mean the same step metadata on the device.
+// The index arrays a run reads, and the stream capture it is recorded into; equal tuples mean
+// the same step metadata on the device. A graph is replayed later, after whatever else ran on
+// the workspace, so a capture never trusts step data built outside it: the first run of a
+// plan in each capture builds it again inside the graph, and a run outside any capture
+// (capture 0) never trusts what a capture recorded.
 struct StepArrays {
   const void* qo_indptr;
   const void* kv_len;
   const void* kv_page_indptr;
   const void* kv_page_indices;
   const void* parents;
+  unsigned long long capture_id;  // cudaStreamGetCaptureInfo's id; 0 when not capturing
   bool operator==(const StepArrays&) const = default;
 };
 

@@ -158,6 +158,50 @@ TEST(GpuVerify, StepDataFollowsThePlan) {
   cudaFree(ws);
 }
 
+// A graph captured from runs of plan A, whose step data the workspace already held, builds
+// A's mask inside the graph: replayed after plan B ran on the same workspace, it is still A.
+TEST(GpuVerify, GraphBringsItsOwnStepData) {
+  TV_SKIP_WITHOUT_GPU();
+  const HostCase a = make_case(spec("graph A", 4, {40}, {900}, 16, TreeShape::kRandom));
+  const HostCase b = make_case(spec("eager B", 4, {40}, {900}, 16, TreeShape::kBushy));
+  PlanOptions o;
+  o.backend = Backend::kCudaMma;
+  o.force_chunk_tokens = 256;
+  Plan pa, pb;
+  ASSERT_TRUE(plan(a.problem(), o, &pa).ok());
+  ASSERT_TRUE(plan(b.problem(), o, &pb).ok());
+  DeviceCase da(a), db(b);
+  const size_t bytes = std::max(pa.workspace_bytes, pb.workspace_bytes);
+  void* ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_TRUE(run(pa, da.tensors(), ws, bytes, stream).ok());  // the workspace holds A's data
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status c1 = run(pa, da.tensors(), ws, bytes, stream);
+  const Status c2 = run(pa, da.tensors(), ws, bytes, stream);  // a second layer
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(c1.ok() && c2.ok()) << c1.to_string() << c2.to_string();
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_TRUE(run(pb, db.tensors(), ws, bytes, stream).ok());  // B's mask in the workspace
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  GpuResult rb{.plan = pb};
+  db.download(&rb.out, &rb.lse);
+  expect_close_to_oracle(b, "B, eager, between capture and replay", rb);
+  da.poison_outputs();
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  GpuResult ra{.plan = pa};
+  da.download(&ra.out, &ra.lse);
+  expect_close_to_oracle(a, "A, graph replayed after B", ra);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  cudaFree(ws);
+}
+
 // The same inputs twice must give bit-identical outputs under every table: a moving result
 // is a race.
 TEST(GpuVerify, Deterministic) {
