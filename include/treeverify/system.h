@@ -14,6 +14,9 @@ struct BuildInfo {
   bool cuda_compiled = false;         // whether the CUDA backend is in this binary
   std::string cuda_compiler_version;  // nvcc version used, empty without CUDA
   std::vector<int> cuda_archs;        // compiled SM architectures, e.g. {80, 86, 89, 90, 100, 120}
+  bool cuda_all_variants = false;     // each architecture's code holds every kernel variant that
+                                      // fits it (TREEVERIFY_ALL_VARIANTS: any tile table can be
+                                      // forced), not only its tile tables' variants
   std::string blas;                   // BLAS the CPU fast backend uses, e.g. "OpenBLAS 0.3.21"
 };
 BuildInfo build_info();

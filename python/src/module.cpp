@@ -18,6 +18,7 @@ void bind_system(nb::module_& m) {
     d["cuda_compiled"] = info.cuda_compiled;
     d["cuda_compiler_version"] = info.cuda_compiler_version;
     d["cuda_archs"] = info.cuda_archs;
+    d["cuda_all_variants"] = info.cuda_all_variants;
     d["blas"] = info.blas;
     return d;
   });

@@ -26,6 +26,10 @@ std::vector<DeviceInfo> cuda_list_devices(std::string* note) {
 
 Status cuda_device_info(int, DeviceInfo*) { return Status(StatusCode::kUnsupported, kNoCuda); }
 
+Status cuda_config_runnable(int, const DeviceInfo&) {
+  return Status(StatusCode::kUnsupported, kNoCuda);
+}
+
 Status cuda_plan(const VerifyProblem&, const ProblemSummary&, const PlanOptions&, const DeviceInfo&,
                  Plan*) {
   return Status(StatusCode::kUnsupported, kNoCuda);

@@ -27,6 +27,11 @@ Status cuda_device_info(int ordinal, DeviceInfo* info);
 // The calling thread's current CUDA device, or -1 when there is none.
 int cuda_current_device();
 
+// Whether `device` can run every variant of the sm_<config_arch> tile table when forced
+// (PlanOptions::force_config_arch): this build compiled them into the code it runs
+// (TREEVERIFY_ALL_VARIANTS, cuda/mma/build.h) and their shared memory fits. kUnsupported with
+// the reason plan() would give otherwise.
+Status cuda_config_runnable(int config_arch, const DeviceInfo& device);
 // Chooses the kernel configuration and split schedule for a validated problem on `device`;
 // fills plan->kernel, reason, workspace_bytes, chunk_tokens, num_chunks, config_arch.
 // kUnsupported with the device name, capability and compiled list when nothing fits.

@@ -8,7 +8,7 @@
 #include "core/check.h"
 #include "core/cuda_backend.h"
 #include "core/split_schedule.h"
-#include "cuda/mma/config.h"
+#include "cuda/mma/build.h"
 #include "cuda/mma/launcher.h"
 #include "cuda/step_data.h"
 #include "cuda/workspace.h"
@@ -76,13 +76,57 @@ SplitCosts split_costs(const VariantFacts& facts, const DeviceInfo& device, int 
   return c;
 }
 
+// Why the code `where` runs, compiled for sm_<code_arch>, cannot run variant `v` of the
+// sm_<config_arch> table (empty when it can): the predicate the kernel is compiled with
+// (cuda/mma/build.h), so a plan never launches a trap stub.
+std::string variant_missing(VariantId v, int config_arch, const std::string& where, int code_arch) {
+  if (cuda::mma::variant_compiled_for(v, code_arch)) return {};
+  const std::string what =
+      fmt::format("the sm_{} configuration ({}) is not in the code {} runs, compiled for sm_{}",
+                  config_arch, variant_name(v), where, code_arch);
+  if (!cuda::mma::variant_fits(v, code_arch)) {
+    const bool bulk = cuda::mma::with_variant(v, []<typename V>(V) { return V::kBulk; });
+    return fmt::format("{} (it needs more shared memory a block{})", what,
+                       bulk ? " or cp.async.bulk, sm_90+" : "");
+  }
+  return fmt::format(
+      "{}: this build compiles only the variants of the tile tables that code serves "
+      "(TREEVERIFY_ALL_VARIANTS=OFF); reconfigure with -DTREEVERIFY_ALL_VARIANTS=ON to force "
+      "another architecture's table",
+      what);
+}
+
 }  // namespace
+
+Status cuda_config_runnable(int config_arch, const DeviceInfo& device) {
+  const std::string where = fmt::format("device {} '{}' (sm_{})", device.ordinal, device.name,
+                                        device.cc_major * 10 + device.cc_minor);
+  TV_REQUIRE_CODE(StatusCode::kUnsupported, device.has_kernel_code, "device",
+                  "{} has no code in this build", where);
+  for (int64_t rows : {16, 32, 64}) {
+    const VariantId v = cuda::mma::choose_variant(config_arch, rows);
+    TV_REQUIRE_CODE(StatusCode::kUnsupported, v != VariantId::kNone, "options.force_config_arch",
+                    "no tile configuration for sm_{}", config_arch);
+    const std::string missing = variant_missing(v, config_arch, where, device.kernel_arch);
+    TV_REQUIRE_CODE(StatusCode::kUnsupported, missing.empty(), "options.force_config_arch", "{}",
+                    missing);
+    const int smem = cuda::mma::with_variant(v, []<typename V>(V) { return V::kSmemBytes; });
+    TV_REQUIRE_CODE(StatusCode::kUnsupported,
+                    static_cast<size_t>(smem) <= device.smem_per_block_optin,
+                    "options.force_config_arch",
+                    "the sm_{} configuration ({}) needs {} bytes of shared memory per block; {} "
+                    "allows {}",
+                    config_arch, variant_name(v), smem, where, device.smem_per_block_optin);
+  }
+  return Status::Ok();
+}
 
 std::vector<ArchKernels> cuda_kernels_by_arch() {
   std::vector<ArchKernels> out;
   for (int arch : cuda_compiled_archs()) {
     auto name = [&](int64_t rows) {
-      const VariantId v = cuda::mma::choose_tiles(arch, arch, 0, rows).variant;
+      const VariantId v =
+          cuda::mma::choose_tiles(arch, arch, 0, rows, cuda::mma::kThisBuild).variant;
       return v == VariantId::kNone ? std::string("none") : variant_name(v);
     };
     out.push_back({arch, name(16), name(32), name(33)});
@@ -112,12 +156,19 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   TV_REQUIRE(forced_rows == 0 || forced_rows == 16 || forced_rows == 32 || forced_rows == 64,
              "options.force_rows_per_cta", "{}; expected 0, 16, 32 or 64", forced_rows);
   // A forced row count picks the table entry of requests that size.
-  const auto [config_arch, variant] = cuda::mma::choose_tiles(
-      sm, device.kernel_arch, options.force_config_arch, forced_rows > 0 ? forced_rows : max_rows);
+  const auto [config_arch, variant] =
+      cuda::mma::choose_tiles(sm, device.kernel_arch, options.force_config_arch,
+                              forced_rows > 0 ? forced_rows : max_rows, cuda::mma::kThisBuild);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, variant != VariantId::kNone,
                   "options.force_config_arch", "no tile configuration for sm_{}", config_arch);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, problem.batch_size <= 65535, "batch_size",
                   "{} requests; the grid holds at most 65535 per call", problem.batch_size);
+  // Before the variant's facts: those of a variant not compiled here are a trap stub's.
+  const std::string missing = variant_missing(variant, config_arch, where, device.kernel_arch);
+  TV_REQUIRE_CODE(StatusCode::kUnsupported, missing.empty(),
+                  options.force_config_arch > 0 ? "options.force_config_arch" : "device", "{}{}",
+                  missing,
+                  forced_rows > 0 ? fmt::format(" ({} rows a CTA forced)", forced_rows) : "");
   const bool e4m3 = problem.kv_format == KvFormat::kE4M3;
   const VariantFacts facts = variant_facts_on(device, variant, problem.dtype, e4m3);
   TV_REQUIRE_CODE(
@@ -127,14 +178,6 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
       "the sm_{} configuration ({}) needs {} bytes of shared memory per block; {} "
       "allows {}",
       config_arch, facts.name, facts.smem, where, device.smem_per_block_optin);
-
-  TV_REQUIRE_CODE(StatusCode::kUnsupported,
-                  cuda::mma::variant_compiled_for(variant, device.kernel_arch),
-                  options.force_config_arch > 0 ? "options.force_config_arch" : "device",
-                  "the sm_{} configuration ({}) is not in the code {} runs, which was compiled "
-                  "for sm_{} (it needs more shared memory a block{})",
-                  config_arch, facts.name, where, device.kernel_arch,
-                  facts.bulk ? " or cp.async.bulk, sm_90+" : "");
 
   TV_REQUIRE(options.force_chunk_tokens >= 0 && options.force_chunk_tokens % facts.tokens == 0,
              "options.force_chunk_tokens", "{} is not a multiple of the {}-token KV tiles of {}",
@@ -162,8 +205,9 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   SplitSchedule sched = schedule_for(facts);
   if (forced_rows == 0 && options.force_chunk_tokens == 0) {
     for (int64_t rows : {16, 32}) {
-      const VariantId v =
-          cuda::mma::choose_tiles(sm, device.kernel_arch, options.force_config_arch, rows).variant;
+      const VariantId v = cuda::mma::choose_tiles(sm, device.kernel_arch, options.force_config_arch,
+                                                  rows, cuda::mma::kThisBuild)
+                              .variant;
       if (v == VariantId::kNone || v == chosen || rows >= facts.rows ||
           !cuda::mma::variant_compiled_for(v, device.kernel_arch))
         continue;

@@ -51,33 +51,123 @@ TEST(TileConfig, EveryChosenVariantFitsItsArchitecture) {
   }
 }
 
-TEST(TileConfig, CompiledOnlyWhereTheArchitectureCanRunIt) {
-  EXPECT_TRUE(variant_compiled_for(VariantId::kWide4, 90));
-  EXPECT_TRUE(variant_compiled_for(VariantId::kWide3, 80));
-  EXPECT_FALSE(variant_compiled_for(VariantId::kWide4, 86));
-  EXPECT_FALSE(variant_compiled_for(VariantId::kWide3, 120));
-  EXPECT_TRUE(variant_compiled_for(VariantId::kSmallBulk, 90));
-  EXPECT_FALSE(variant_compiled_for(VariantId::kSmallBulk, 89));
-  EXPECT_TRUE(variant_compiled_for(VariantId::kLarge2, 86));
-  EXPECT_TRUE(variant_compiled_for(VariantId::kWide3T16, 120));
-  EXPECT_FALSE(variant_compiled_for(VariantId::kNone, 90));
+// The six release architectures, as packages and CI build them, and builds of fewer.
+constexpr int kRelease[] = {80, 86, 89, 90, 100, 120};
+constexpr VariantBuild kReleaseBuild{kRelease, 6, false};
+constexpr VariantBuild kReleaseAll{kRelease, 6, true};
+constexpr int kOnly80[] = {80};
+constexpr int kOnly90[] = {90};
+constexpr int k80And90[] = {80, 90};
+constexpr VariantBuild kOnly80Build{kOnly80, 1, false};
+constexpr VariantBuild kOnly90Build{kOnly90, 1, false};
+constexpr VariantBuild k80And90Build{k80And90, 2, false};
+constexpr VariantId kAllIds[] = {VariantId::kLarge2,    VariantId::kLarge3,  VariantId::kLarge4,
+                                 VariantId::kSmall,     VariantId::kWide3,   VariantId::kWide4,
+                                 VariantId::kSmallBulk, VariantId::kWide3T16};
+
+TEST(TileConfig, FitsOnlyWhereTheArchitectureCanRunIt) {
+  EXPECT_TRUE(variant_fits(VariantId::kWide4, 90));
+  EXPECT_TRUE(variant_fits(VariantId::kWide3, 80));
+  EXPECT_FALSE(variant_fits(VariantId::kWide4, 80));  // 197 KB: sm_80 gives 163 KB a block
+  EXPECT_FALSE(variant_fits(VariantId::kLarge4, 80));
+  EXPECT_FALSE(variant_fits(VariantId::kWide4, 86));
+  EXPECT_FALSE(variant_fits(VariantId::kWide3, 120));
+  EXPECT_TRUE(variant_fits(VariantId::kSmallBulk, 90));
+  EXPECT_FALSE(variant_fits(VariantId::kSmallBulk, 89));
+  EXPECT_TRUE(variant_fits(VariantId::kLarge2, 86));
+  EXPECT_TRUE(variant_fits(VariantId::kWide3T16, 120));
+  EXPECT_FALSE(variant_fits(VariantId::kNone, 90));
+}
+
+TEST(TileConfig, VariantIdsNameTheirTypes) {
+  for (VariantId id : kAllIds)
+    with_variant(id, [&]<typename V>(V) { EXPECT_EQ(variant_id<V>(), id); });
+}
+
+TEST(TileConfig, TablesSelectTheirThreeVariants) {
+  EXPECT_TRUE(table_selects(80, VariantId::kWide3));
+  EXPECT_TRUE(table_selects(87, VariantId::kLarge2));  // sm_86's entry
+  EXPECT_TRUE(table_selects(90, VariantId::kSmallBulk));
+  EXPECT_FALSE(table_selects(90, VariantId::kSmall));
+  EXPECT_FALSE(table_selects(120, VariantId::kSmallBulk));
+  EXPECT_FALSE(table_selects(75, VariantId::kSmall));
+}
+
+// A release build compiles for each architecture exactly its table's three variants; with
+// TREEVERIFY_ALL_VARIANTS every one that fits.
+TEST(TileConfig, ReleaseBuildCompilesEachArchitecturesTable) {
+  for (int arch : kRelease) {
+    int built = 0, fitting = 0;
+    for (VariantId id : kAllIds) {
+      built += variant_in_build(id, arch, kReleaseBuild);
+      fitting += variant_fits(id, arch);
+      EXPECT_EQ(variant_in_build(id, arch, kReleaseBuild), table_selects(arch, id))
+          << "sm_" << arch << " variant " << static_cast<int>(id);
+      EXPECT_EQ(variant_in_build(id, arch, kReleaseAll), variant_fits(id, arch));
+    }
+    EXPECT_EQ(built, 3) << "sm_" << arch;
+    EXPECT_GE(fitting, 3) << "sm_" << arch;
+  }
+  EXPECT_FALSE(variant_in_build(VariantId::kSmallBulk, 120, kReleaseBuild));
+  EXPECT_TRUE(variant_in_build(VariantId::kSmallBulk, 120, kReleaseAll));
+  EXPECT_FALSE(variant_in_build(VariantId::kWide3, 90, kReleaseBuild));
+  EXPECT_TRUE(variant_in_build(VariantId::kWide3, 90, kReleaseAll));
+  EXPECT_FALSE(variant_in_build(VariantId::kWide4, 80, kReleaseAll));  // never: 197 KB
+}
+
+// The code of a built architecture also serves every device up to the next built one (its
+// binary within a major version, its PTX above): sm_80 code alone runs an RTX 3090 (sm_86)
+// with sm_86's tiles, sm_90 code alone an sm_120 part with sm_120's.
+TEST(TileConfig, CodeHoldsTheTablesOfTheDevicesItServes) {
+  for (VariantId id : {VariantId::kLarge2, VariantId::kWide3T16, VariantId::kLarge3})
+    EXPECT_TRUE(variant_in_build(id, 80, kOnly80Build)) << static_cast<int>(id);
+  EXPECT_TRUE(variant_in_build(VariantId::kLarge2, 80, k80And90Build));
+  EXPECT_FALSE(variant_in_build(VariantId::kLarge4, 80, k80And90Build));
+  EXPECT_TRUE(variant_in_build(VariantId::kWide3T16, 90, kOnly90Build));
+  EXPECT_FALSE(variant_in_build(VariantId::kWide3, 90, kOnly90Build));   // sm_80's table
+  EXPECT_FALSE(variant_in_build(VariantId::kLarge4, 80, kOnly80Build));  // does not fit
+}
+
+// Whatever the unforced choice, forced row count or the schedule's fewer rows a CTA, on any
+// device whose code a build holds: a variant that code has.
+TEST(TileConfig, EveryUnforcedChoiceIsInTheBuild) {
+  const VariantBuild builds[] = {kReleaseBuild, kOnly80Build, kOnly90Build, k80And90Build};
+  for (const VariantBuild& b : builds) {
+    for (int sm : {80, 86, 87, 89, 90, 100, 103, 110, 120, 121}) {
+      int code = 0;  // the newest built architecture not above the device's
+      for (int i = 0; i < b.num_archs; ++i)
+        if (b.archs[i] <= sm && b.archs[i] > code) code = b.archs[i];
+      if (code == 0) continue;
+      for (int64_t rows : {1, 16, 17, 32, 33, 64, 4096}) {
+        const TileChoice c = choose_tiles(sm, code, 0, rows, b);
+        EXPECT_TRUE(variant_in_build(c.variant, code, b))
+            << "device sm_" << sm << " code sm_" << code << " rows " << rows;
+        // The device's own table, unless its variant cannot exist in that code at all.
+        if (variant_fits(choose_variant(sm, rows), code))
+          EXPECT_EQ(c.config_arch, sm) << "device sm_" << sm << " code sm_" << code;
+      }
+    }
+  }
 }
 
 TEST(TileConfig, JitCompiledOlderCodeFallsBackToItsOwnTable) {
   // An H200 running PTX built for sm_86: the device's 64-row and bulk variants are not in it.
-  EXPECT_EQ(choose_tiles(90, 86, 0, 128).config_arch, 86);
-  EXPECT_EQ(choose_tiles(90, 86, 0, 128).variant, VariantId::kWide3T16);
-  EXPECT_EQ(choose_tiles(90, 86, 0, 16).variant, VariantId::kSmall);
+  EXPECT_EQ(choose_tiles(90, 86, 0, 128, kReleaseAll).config_arch, 86);
+  EXPECT_EQ(choose_tiles(90, 86, 0, 128, kReleaseAll).variant, VariantId::kWide3T16);
+  EXPECT_EQ(choose_tiles(90, 86, 0, 16, kReleaseAll).variant, VariantId::kSmall);
   // Code for sm_80 on an sm_86 part: the device's table, whose tiles fit its 99 KB.
-  EXPECT_EQ(choose_tiles(86, 80, 0, 128).config_arch, 86);
-  EXPECT_EQ(choose_tiles(86, 80, 0, 128).variant, VariantId::kWide3T16);
+  EXPECT_EQ(choose_tiles(86, 80, 0, 128, kReleaseAll).config_arch, 86);
+  EXPECT_EQ(choose_tiles(86, 80, 0, 128, kOnly80Build).variant, VariantId::kWide3T16);
   // sm_90 PTX on sm_100 and sm_120 parts; native code everywhere is the device's table.
-  EXPECT_EQ(choose_tiles(100, 90, 0, 4096).variant, VariantId::kWide4);
-  EXPECT_EQ(choose_tiles(120, 90, 0, 16).variant, VariantId::kSmall);
-  EXPECT_EQ(choose_tiles(90, 90, 0, 1).variant, VariantId::kSmallBulk);
+  EXPECT_EQ(choose_tiles(100, 90, 0, 4096, kReleaseBuild).variant, VariantId::kWide4);
+  EXPECT_EQ(choose_tiles(120, 90, 0, 16, kOnly90Build).variant, VariantId::kSmall);
+  EXPECT_EQ(choose_tiles(90, 90, 0, 1, kReleaseBuild).variant, VariantId::kSmallBulk);
   // A forced table is taken as asked; the plan then refuses it if the code lacks it.
-  EXPECT_EQ(choose_tiles(90, 86, 80, 128).variant, VariantId::kWide3);
-  EXPECT_FALSE(variant_compiled_for(choose_tiles(90, 86, 80, 128).variant, 86));
+  EXPECT_EQ(choose_tiles(90, 86, 80, 128, kReleaseAll).variant, VariantId::kWide3);
+  EXPECT_FALSE(
+      variant_in_build(choose_tiles(90, 86, 80, 128, kReleaseAll).variant, 86, kReleaseAll));
+  EXPECT_EQ(choose_tiles(90, 90, 80, 128, kReleaseBuild).variant, VariantId::kWide3);
+  EXPECT_FALSE(variant_in_build(VariantId::kWide3, 90, kReleaseBuild));
 }
 
 }  // namespace

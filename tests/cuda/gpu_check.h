@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "core/cuda_backend.h"
 #include "cpu/cpu_backend.h"
 #include "testing/cases.h"
 #include "testing/compare.h"
@@ -19,6 +20,42 @@ namespace treeverify::testing {
   do {                                                                                          \
     std::string why;                                                                            \
     if (!::treeverify::testing::cuda_device_available(&why)) GTEST_SKIP() << "no GPU: " << why; \
+  } while (0)
+
+// The tile tables the GPU tests run: the device's own (0), and sm_80's and sm_120's forced (the
+// code shipped for those architectures, executed here) where the current device can run them
+// with this build. A table is left out, its reason kept in `missing`, when this build's code
+// lacks its variants (only the tables' variants compiled: TREEVERIFY_ALL_VARIANTS=OFF, as in a
+// release build) or the device's shared memory cannot hold them. A test that runs these ends
+// with TV_SKIP_IF_TABLES_MISSING(), so it reports itself skipped, after running the rest,
+// instead of passing.
+struct TileConfigs {
+  std::vector<int> archs;
+  std::string missing;
+};
+inline const TileConfigs& tile_configs() {
+  static const TileConfigs configs = [] {
+    TileConfigs c{.archs = {0}, .missing = {}};
+    DeviceInfo device;
+    const int ordinal = detail::cuda_current_device();
+    const Status ds = detail::cuda_device_info(ordinal < 0 ? 0 : ordinal, &device);
+    for (int arch : {80, 120}) {
+      const Status s = ds.ok() ? detail::cuda_config_runnable(arch, device) : ds;
+      if (s.ok())
+        c.archs.push_back(arch);
+      else
+        c.missing += fmt::format("{}sm_{} table not run: {}", c.missing.empty() ? "" : "; ", arch,
+                                 s.message());
+    }
+    return c;
+  }();
+  return configs;
+}
+
+#define TV_SKIP_IF_TABLES_MISSING()                                                \
+  do {                                                                             \
+    const std::string& tv_missing = ::treeverify::testing::tile_configs().missing; \
+    if (!tv_missing.empty()) GTEST_SKIP() << tv_missing;                           \
   } while (0)
 
 // A fresh seed per call, printed on failure so the case can be replayed.
@@ -65,8 +102,7 @@ inline void expect_close_to_oracle(const HostCase& host, const std::string& what
   const Comparison c =
       compare_with_reference(host.spec.dtype, gpu.out, gpu.lse.data(), ref.out, ref.lse);
   EXPECT_TRUE(c.ok(kOutRelTol, kLseAbsTol))
-      << what << " kernel " << gpu.plan.kernel << " (" << gpu.plan.reason
-      << "): " << c.to_string();
+      << what << " kernel " << gpu.plan.kernel << " (" << gpu.plan.reason << "): " << c.to_string();
 }
 
 // Runs on the GPU and checks against the oracle that rounds P like the kernel does.

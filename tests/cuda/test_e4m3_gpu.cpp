@@ -12,8 +12,6 @@
 namespace treeverify::testing {
 namespace {
 
-const int kConfigs[] = {0, 80, 120};
-
 CaseSpec e4m3_spec(std::string name, int heads, std::vector<int32_t> trees,
                    std::vector<int64_t> prefixes, int page, DType dtype = DType::kBF16) {
   return CaseSpec{.name = std::move(name),
@@ -31,7 +29,7 @@ TEST(GpuE4M3, EveryVariantAndDtype) {
   TV_SKIP_WITHOUT_GPU();
   for (DType dtype : {DType::kBF16, DType::kFP16}) {
     for (int rows : {16, 32, 64}) {
-      for (int arch : kConfigs) {
+      for (int arch : tile_configs().archs) {
         for (int chunk : {0, 64}) {
           PlanOptions o;
           o.force_config_arch = arch;
@@ -46,11 +44,12 @@ TEST(GpuE4M3, EveryVariantAndDtype) {
       }
     }
   }
+  TV_SKIP_IF_TABLES_MISSING();
 }
 
 TEST(GpuE4M3, PagesTreesAndBatches) {
   TV_SKIP_WITHOUT_GPU();
-  for (int arch : kConfigs) {
+  for (int arch : tile_configs().archs) {
     PlanOptions o;
     o.force_config_arch = arch;
     for (int page : {1, 4, 64, 128})
@@ -67,13 +66,14 @@ TEST(GpuE4M3, PagesTreesAndBatches) {
     expect_matches_oracle(
         e4m3_spec(fmt::format("T 257 config {}", arch), 1, {257}, {777}, 16, DType::kFP16), o);
   }
+  TV_SKIP_IF_TABLES_MISSING();
 }
 
 // A NaN code in tree leaf 3 of [-1, 0, 1, 1]: the leaf's rows NaN, the other rows as on the
 // clean cache (the epilogue marks them, nonfinite.cuh recomputes them from the e4m3 bytes).
 TEST(GpuE4M3, NanCodeReachesOnlyTheRowsThatSeeIt) {
   TV_SKIP_WITHOUT_GPU();
-  for (int arch : kConfigs) {
+  for (int arch : tile_configs().archs) {
     for (int heads : {2, 16}) {
       HostCase clean = make_case(e4m3_spec("nan", heads, {4}, {30}, 64));
       clean.parents = {-1, 0, 1, 1};
@@ -101,6 +101,7 @@ TEST(GpuE4M3, NanCodeReachesOnlyTheRowsThatSeeIt) {
           << "config " << arch << " H " << heads << " " << gpu.plan.kernel << ": " << c.to_string();
     }
   }
+  TV_SKIP_IF_TABLES_MISSING();
 }
 
 }  // namespace

@@ -13,8 +13,8 @@ namespace {
 
 // The configurations every case runs under: the device's own, sm_80's (3 stages) and sm_120's
 // (the 99 KB pipelines: 16-token tiles for 64 rows, 2 stages for 32), so the code shipped for
-// those executes here too.
-const int kConfigs[] = {0, 80, 120};
+// those executes here too. A table this build or device cannot run is left out and named in
+// `missing`; the tests then end skipped (gpu_check.h, tile_configs).
 
 CaseSpec spec(std::string name, int heads, std::vector<int32_t> trees,
               std::vector<int64_t> prefixes, int page, TreeShape shape = TreeShape::kRandom,
@@ -30,7 +30,7 @@ CaseSpec spec(std::string name, int heads, std::vector<int32_t> trees,
 }
 
 void run_all_configs(const CaseSpec& s, int chunk_tokens = 0) {
-  for (int arch : kConfigs) {
+  for (int arch : tile_configs().archs) {
     PlanOptions o;
     o.force_config_arch = arch;
     o.force_chunk_tokens = chunk_tokens;
@@ -51,12 +51,14 @@ TEST(GpuVerify, TreeShapesAndSizes) {
           spec(fmt::format("{} T={}", tree_shape_name(shape), t), heads, {t}, {777}, 16, shape));
     }
   }
+  TV_SKIP_IF_TABLES_MISSING();
 }
 
 TEST(GpuVerify, PageSizes) {
   TV_SKIP_WITHOUT_GPU();
   for (int page = 1; page <= 128; page *= 2)
     run_all_configs(spec(fmt::format("page {}", page), 8, {17}, {3001}, page));
+  TV_SKIP_IF_TABLES_MISSING();
 }
 
 TEST(GpuVerify, PrefixLengths) {
@@ -65,12 +67,14 @@ TEST(GpuVerify, PrefixLengths) {
   for (int heads : {3, 5})
     for (int64_t l : {0, 1, 31, 32, 33, 1000, 4097, 65537, 200000})
       run_all_configs(spec(fmt::format("H {} L {}", heads, l), heads, {5}, {l}, l % 2 ? 1 : 64));
+  TV_SKIP_IF_TABLES_MISSING();
 }
 
 TEST(GpuVerify, Heads) {
   TV_SKIP_WITHOUT_GPU();
   for (int h : {1, 3, 16, 33, 64, 128})
     run_all_configs(spec(fmt::format("H {}", h), h, {4}, {2000}, 32));
+  TV_SKIP_IF_TABLES_MISSING();
 }
 
 // The split schedule's boundaries, forced: thousands of chunks (each combine warp merges
@@ -84,10 +88,11 @@ TEST(GpuVerify, ChunkLengths) {
       run_all_configs(spec(fmt::format("chunk {} H {}", chunk, heads), heads, {heads == 8 ? 16 : 5},
                            {heads == 8 ? 6000 : 20000}, heads == 5 ? 1 : 64),
                       chunk);
-    run_all_configs(spec(fmt::format("chunk {} ragged", chunk), 8, {1, 7, 16, 2},
-                         {40, 3000, 9000, 0}, 16),
-                    chunk);
+    run_all_configs(
+        spec(fmt::format("chunk {} ragged", chunk), 8, {1, 7, 16, 2}, {40, 3000, 9000, 0}, 16),
+        chunk);
   }
+  TV_SKIP_IF_TABLES_MISSING();
 }
 
 // Every variant a table ships, in both dtypes, on a request of more rows than the smallest
@@ -97,7 +102,7 @@ TEST(GpuVerify, EveryVariant) {
   TV_SKIP_WITHOUT_GPU();
   for (DType dtype : {DType::kBF16, DType::kFP16}) {
     for (int rows : {16, 32, 64}) {
-      for (int arch : kConfigs) {
+      for (int arch : tile_configs().archs) {
         PlanOptions o;
         o.force_config_arch = arch;
         o.force_rows_per_cta = rows;
@@ -109,6 +114,7 @@ TEST(GpuVerify, EveryVariant) {
     }
   }
   run_all_configs(spec("short prefix, 128 rows", 8, {16}, {4096}, 64));
+  TV_SKIP_IF_TABLES_MISSING();
 }
 
 TEST(GpuVerify, RaggedBatch) {
@@ -116,12 +122,14 @@ TEST(GpuVerify, RaggedBatch) {
   run_all_configs(spec("ragged", 8, {1, 0, 17, 64, 3, 9}, {0, 50, 12345, 700, 100000, 1}, 16));
   run_all_configs(
       spec("decode batch", 16, std::vector<int32_t>(64, 1), std::vector<int64_t>(64, 1500), 64));
+  TV_SKIP_IF_TABLES_MISSING();
 }
 
 TEST(GpuVerify, Fp16) {
   TV_SKIP_WITHOUT_GPU();
   run_all_configs(spec("fp16 tree", 8, {33}, {5000}, 64, TreeShape::kRandom, DType::kFP16));
   run_all_configs(spec("fp16 ragged", 4, {3, 70}, {10, 20000}, 1, TreeShape::kBushy, DType::kFP16));
+  TV_SKIP_IF_TABLES_MISSING();
 }
 
 // The ancestor mask is step data: built by a plan's first run on a workspace and reused by
@@ -207,7 +215,7 @@ TEST(GpuVerify, GraphBringsItsOwnStepData) {
 TEST(GpuVerify, Deterministic) {
   TV_SKIP_WITHOUT_GPU();
   const HostCase host = make_case(spec("determinism", 8, {64}, {150000}, 1));
-  for (int arch : kConfigs) {
+  for (int arch : tile_configs().archs) {
     PlanOptions o;
     o.force_config_arch = arch;
     SCOPED_TRACE(fmt::format("config {}", arch));
@@ -216,6 +224,7 @@ TEST(GpuVerify, Deterministic) {
     EXPECT_EQ(a.out, b.out);
     EXPECT_EQ(0, std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 4));
   }
+  TV_SKIP_IF_TABLES_MISSING();
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/constants.h"
 
@@ -150,9 +151,8 @@ enum class VariantId : int {
 // With 4 stages the copies go out after the products (kLateCopies), which measured 2.5-3%
 // faster than 3 stages' earlier copies on sm_90 (H200, 2026-11-29, DESIGN_NOTES.md). Bulk
 // copies (one instruction a KV row) made memory-bound decode 2.5% faster on the H200 and the
-// 64-row variant 17% slower, so only the 16-row variant uses them. Every variant is compiled
-// for every architecture that can run it, so the code shipped for sm_80 and sm_120 can be
-// forced and executed on an H200 (sm_120 keeps cp.async: its bulk-copy speed is unmeasured).
+// 64-row variant 17% slower, so only the 16-row variant uses them (sm_120 keeps cp.async: its
+// bulk-copy speed is unmeasured). What each architecture's code holds: variant_in_build below.
 struct TileConfig {
   int arch;  // SM version the entry is for
   VariantId small, large, wide;
@@ -174,6 +174,14 @@ constexpr VariantId choose_variant(int sm, int64_t max_rows) {
     if (c.arch <= sm) cfg = &c;
   if (cfg == nullptr) return VariantId::kNone;
   return max_rows <= 16 ? cfg->small : max_rows <= 32 ? cfg->large : cfg->wide;
+}
+
+// Whether the table of SM version `sm` can select `id`: for some request size, a forced row
+// count (PlanOptions::force_rows_per_cta: 16, 32, 64) or the schedule's choice of fewer rows a
+// CTA (16 or 32 rows, cuda/plan.cpp) -- every one of them is choose_variant(sm, rows).
+constexpr bool table_selects(int sm, VariantId id) {
+  return id != VariantId::kNone && (choose_variant(sm, 16) == id || choose_variant(sm, 32) == id ||
+                                    choose_variant(sm, 33) == id);
 }
 
 // Calls f(V{}) with the variant type behind `id` (VariantSmall for kNone; callers check first).
@@ -201,17 +209,63 @@ constexpr decltype(auto) with_variant(VariantId id, F&& f) {
   return f(VariantSmall{});
 }
 
-// Whether variant V's device code exists when compiled for SM version `arch` (the kernel
-// compiles a trap in its place otherwise, kernel.cuh): more than 99 KB of shared memory a
-// block needs sm_80/87 or sm_90 up to sm_110, bulk copies need sm_90 or newer.
+// The VariantId of variant type V (kNone for a type no id names).
 template <typename V>
-constexpr bool variant_compiled_for(int arch) {
-  const bool smem_above_99kb = arch == 80 || arch == 87 || (arch >= 90 && arch < 120);
-  return (V::kSmemBytes <= kSmemLimitConsumer || smem_above_99kb) && (!V::kBulk || arch >= 90);
+constexpr VariantId variant_id() {
+  for (int i = 0; i <= static_cast<int>(VariantId::kWide3T16); ++i) {
+    const auto id = static_cast<VariantId>(i);
+    if (with_variant(id, [](auto v) { return std::is_same_v<decltype(v), V>; })) return id;
+  }
+  return VariantId::kNone;
 }
-constexpr bool variant_compiled_for(VariantId id, int arch) {
+
+// The most shared memory a block may have on SM version `arch`: 163 KB on sm_80/87, 227 KB
+// on sm_90 up to sm_110, 99 KB on sm_86/89/120.
+constexpr int smem_per_block(int arch) {
+  if (arch == 80 || arch == 87) return 163 * 1024;
+  if (arch >= 90 && arch < 120) return 227 * 1024;
+  return kSmemLimitConsumer;
+}
+
+// Whether variant V can exist in code compiled for SM version `arch`: its shared memory fits
+// a block there, and bulk copies need sm_90 or newer.
+template <typename V>
+constexpr bool variant_fits(int arch) {
+  return V::kSmemBytes <= smem_per_block(arch) && (!V::kBulk || arch >= 90);
+}
+constexpr bool variant_fits(VariantId id, int arch) {
   return id != VariantId::kNone &&
-         with_variant(id, [&](auto v) { return variant_compiled_for<decltype(v)>(arch); });
+         with_variant(id, [&](auto v) { return variant_fits<decltype(v)>(arch); });
+}
+
+// What a build compiles (src/cuda/mma/build.h has this build's): its SM architectures, and
+// whether each one's code holds every variant that fits it (TREEVERIFY_ALL_VARIANTS, developer
+// builds: the GPU tests and --config-arch force other architectures' tables) or only the
+// variants of the tables its devices use.
+struct VariantBuild {
+  const int* archs;
+  int num_archs;
+  bool all_variants;
+};
+
+// Whether the code a build compiles for SM version `arch` holds variant `id` (the kernel is a
+// trap stub otherwise, kernel.cuh). It must fit `arch` (variant_fits), and unless the build
+// holds every variant, a table that code serves must select it: a device of SM version D runs
+// the code of the newest built architecture not above D (its binary, or its PTX compiled by
+// the driver), so the code for `arch` serves every D from `arch` up to the next built
+// architecture, and forever above the newest. With the six release architectures each serves
+// its own table only; a build for sm_80 alone also holds sm_86/89's variants, which an RTX
+// 3090 would run from it.
+constexpr bool variant_in_build(VariantId id, int arch, const VariantBuild& build) {
+  if (!variant_fits(id, arch)) return false;
+  if (build.all_variants) return true;
+  int next = 1 << 30;  // the next built architecture above `arch`
+  for (int i = 0; i < build.num_archs; ++i)
+    if (build.archs[i] > arch && build.archs[i] < next) next = build.archs[i];
+  if (table_selects(arch, id)) return true;
+  for (const TileConfig& c : kTileConfigs)
+    if (c.arch > arch && c.arch < next && table_selects(c.arch, id)) return true;
+  return false;
 }
 
 // The table a plan uses and its variant. `device_sm` is the GPU's SM version, `code_arch` the
@@ -223,10 +277,11 @@ struct TileChoice {
   int config_arch;
   VariantId variant;
 };
-constexpr TileChoice choose_tiles(int device_sm, int code_arch, int forced, int64_t max_rows) {
+constexpr TileChoice choose_tiles(int device_sm, int code_arch, int forced, int64_t max_rows,
+                                  const VariantBuild& build) {
   if (forced > 0) return {forced, choose_variant(forced, max_rows)};
   const VariantId v = choose_variant(device_sm, max_rows);
-  if (v == VariantId::kNone || variant_compiled_for(v, code_arch)) return {device_sm, v};
+  if (v == VariantId::kNone || variant_in_build(v, code_arch, build)) return {device_sm, v};
   return {code_arch, choose_variant(code_arch, max_rows)};
 }
 

@@ -19,6 +19,7 @@
 #pragma once
 
 #include "cuda/common/arch.cuh"
+#include "cuda/mma/build.h"
 #include "cuda/mma/nonfinite.cuh"
 #include "cuda/mma/tile_ops.cuh"
 
@@ -204,9 +205,10 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   recompute_nan_rows<T, V, kE4M3>(p, smem, s_lse);
 }
 
-// A variant that needs more shared memory than the architecture gives a block, or bulk copies
-// it lacks, is never launched there (dispatch checks variant_compiled_for), so it is not
-// compiled there either.
+// A variant this build does not compile for the architecture (build.h: one that needs more
+// shared memory than it gives a block or bulk copies it lacks, or, unless
+// TREEVERIFY_ALL_VARIANTS, one that no tile table its code serves selects) is never launched
+// there (dispatch checks the same variant_compiled_for), so a trap stands in its place.
 template <typename T, typename V, bool kE4M3>
 __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
     verify_mma_kernel(const __grid_constant__ VerifyKernelParams p) {
@@ -221,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
   else  // a constant message: printf with arguments would need a stack frame
     printf(
         "treeverify: this verify_mma_kernel variant is not compiled for this architecture "
-        "(shared memory or copy instructions); dispatch should not have launched it\n"),
+        "(cuda/mma/build.h); dispatch should not have launched it\n"),
         __trap();
 #elif TV_DEVICE_PASS
   TV_NO_DEVICE_CODE("verify_mma_kernel");
