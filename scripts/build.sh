@@ -4,6 +4,8 @@
 #   scripts/build.sh -DTREEVERIFY_CUDA=OFF
 #   scripts/build.sh -DTREEVERIFY_CUDA_ARCHS=90        (default: the GPU here, else all six)
 #   scripts/build.sh -DTREEVERIFY_CUDA_ARCHS=release   (all six, for packaging)
+#   scripts/build.sh -DTREEVERIFY_ALL_VARIANTS=ON      (every kernel variant that fits each
+#                                   architecture; the default, AUTO, does so for one with tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Compiles every shipped kernel for every release architecture with ptxas' resource report,
-# prints registers / spills / stack / static shared memory per kernel, and fails if any
-# kernel spills, uses a stack frame (local memory), or needs more than 255 registers.
-# Dynamic shared memory is checked at compile time by static_asserts in
+# Compiles every kernel for every release architecture with ptxas' resource report, prints
+# registers / spills / stack / static shared memory per kernel, and fails if any kernel
+# spills, uses a stack frame (local memory), or needs more than 255 registers.
+# Which verify variants are real kernels on an architecture and which are trap stubs (no
+# barriers; not listed, counted per architecture) follows BUILD_DIR's configuration
+# (src/cuda/mma/build.h): a release build (TREEVERIFY_ALL_VARIANTS=OFF) compiles each
+# architecture's tile-table variants only, which is what ships; a developer build every
+# variant that fits. Dynamic shared memory is checked at compile time by static_asserts in
 # src/cuda/mma/config.h (<= 101376 bytes for the sm_86/89/120 configuration).
 # Usage: scripts/check_kernel_resources.sh [BUILD_DIR] [ARCHS...]   (default: build, release list)
 set -euo pipefail
@@ -17,9 +21,14 @@ gen="$build_dir/src/generated"
 [ -f "$gen/build_config.h" ] || { echo "check_kernel_resources: configure $build_dir first"; exit 1; }
 
 sources=(src/cuda/mma/instantiations/*.cu src/cuda/common/*.cu)
+all_variants=$(awk '$2 == "TREEVERIFY_ALL_VARIANTS" { print $3 }' "$gen/build_config.h")
+echo "check_kernel_resources: $build_dir: $([ "${all_variants:-0}" = 1 ] &&
+  echo "every verify variant that fits each architecture (TREEVERIFY_ALL_VARIANTS)" ||
+  echo "each architecture's tile-table verify variants (what ships)")"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
+counts=()
 printf '%-6s %-58s %5s %7s %7s %6s %8s\n' arch kernel regs spill_st spill_ld stack st_smem
 for arch in "${archs[@]}"; do
   for src in "${sources[@]}"; do
@@ -34,17 +43,24 @@ for arch in "${archs[@]}"; do
       /bytes stack frame/ { stack = $1; st = $5; ld = $9 }
       /Used [0-9]+ registers/ {
         regs = $0; sub(/.*Used /, "", regs); sub(/ registers.*/, "", regs)
+        # A verify variant not compiled for this architecture: the trap stub, no barriers.
+        stub = name ~ /verify_mma_kernel/ && $0 ~ /used 0 barriers/
         smem = 0; if (match($0, /[0-9]+ bytes smem/)) { smem = substr($0, RSTART, RLENGTH); sub(/ bytes smem/, "", smem) }
         cmd = "c++filt \"" name "\""; short = name; cmd | getline short; close(cmd)
         gsub(/treeverify::cuda::(mma::)?|\(anonymous namespace\)::|__nv_|VerifyKernelParams|\(\)/, "", short)
         sub(/^void /, "", short); gsub(/, /, ",", short); gsub(/> >/, ">>", short)
         if (length(short) > 58) short = substr(short, 1, 55) "..."
-        printf "%-6s %-58s %5s %7s %7s %6s %8s\n", "sm_" arch, short, regs, st, ld, stack, smem
+        if (!stub) printf "%-6s %-58s %5s %7s %7s %6s %8s\n", "sm_" arch, short, regs, st, ld, stack, smem
         if (st + 0 > 0 || ld + 0 > 0 || stack + 0 > 0 || regs + 0 > 255) bad = 1
       }
       END { exit bad }' "$log" || fail=1
   done
+  verify_logs=("$tmp"/verify_*."$arch".log)
+  stubs=$(grep -l "used 0 barriers" "${verify_logs[@]}" | wc -l)
+  counts+=("sm_$arch $((${#verify_logs[@]} - stubs)) kernels + $stubs stubs")
 done
+echo "check_kernel_resources: verify kernels compiled per architecture (stubs: variants not built there):"
+printf '  %s\n' "${counts[@]}"
 if [ $fail -ne 0 ]; then
   echo "check_kernel_resources: FAIL (a kernel spills, uses local memory or too many registers)"
   exit 1

@@ -10,6 +10,8 @@
 
 #include "commands.h"
 #include "common.h"
+#include "core/cuda_backend.h"
+#include "cuda/mma/config.h"
 #include "treeverify/system.h"
 
 namespace treeverify::cli {
@@ -25,6 +27,20 @@ std::string archs_text(const std::vector<int>& archs) {
   std::vector<std::string> names;
   for (int a : archs) names.push_back(fmt::format("sm_{}", a));
   return names.empty() ? "none" : fmt::format("{}", fmt::join(names, " "));
+}
+
+// The tile tables (--config-arch) device `d` can run with this build's code, and the reason
+// for the first it cannot.
+std::vector<int> runnable_tables(const DeviceInfo& d, std::string* first_missing) {
+  std::vector<int> archs;
+  for (const cuda::mma::TileConfig& c : cuda::mma::kTileConfigs) {
+    const Status s = detail::cuda_config_runnable(c.arch, d);
+    if (s.ok())
+      archs.push_back(c.arch);
+    else if (first_missing->empty())
+      *first_missing = s.message();
+  }
+  return archs;
 }
 
 int run_doctor(const DoctorFlags& flags) {
@@ -64,6 +80,7 @@ int run_doctor(const DoctorFlags& flags) {
                   {"cuda_compiled", build.cuda_compiled},
                   {"cuda_compiler", build.cuda_compiler_version},
                   {"cuda_archs", build.cuda_archs},
+                  {"cuda_all_variants", build.cuda_all_variants},
                   {"blas", build.blas}};
     j["kernels_by_arch"] = nlohmann::json::array();
     for (const ArchKernels& k : cuda_kernels_by_arch()) {
@@ -75,6 +92,8 @@ int run_doctor(const DoctorFlags& flags) {
     j["cpu_threads"] = threads;
     j["devices"] = nlohmann::json::array();
     for (const DeviceInfo& d : devices) {
+      std::string missing;
+      const std::vector<int> tables = runnable_tables(d, &missing);
       j["devices"].push_back({{"ordinal", d.ordinal},
                               {"name", d.name},
                               {"capability", fmt::format("{}.{}", d.cc_major, d.cc_minor)},
@@ -84,7 +103,8 @@ int run_doctor(const DoctorFlags& flags) {
                               {"smem_per_block_optin", d.smem_per_block_optin},
                               {"clock_mhz", d.clock_mhz},
                               {"has_kernel_code", d.has_kernel_code},
-                              {"kernel_arch", d.kernel_arch}});
+                              {"kernel_arch", d.kernel_arch},
+                              {"config_archs", tables}});
     }
     j["device_note"] = note;
     j["plans"] = nlohmann::json::array();
@@ -113,6 +133,14 @@ int run_doctor(const DoctorFlags& flags) {
   if (build.cuda_compiled) {
     fmt::print("  CUDA: {}, architectures {}\n", build.cuda_compiler_version,
                archs_text(build.cuda_archs));
+    fmt::print(
+        "  kernel variants: {}\n",
+        build.cuda_all_variants
+            ? "every one that fits each architecture (TREEVERIFY_ALL_VARIANTS): --config-arch "
+              "can run any architecture's table the GPU's shared memory holds"
+            : "only those of the tile tables each architecture's code serves "
+              "(TREEVERIFY_ALL_VARIANTS=OFF): --config-arch runs another architecture's table "
+              "only where that code holds it");
     // Known without a GPU: what a GPU of each compiled architecture would run.
     fmt::print(
         "  CUDA kernels, by the GPU's architecture and the most query rows (heads x tree nodes)\n"
@@ -147,6 +175,10 @@ int run_doctor(const DoctorFlags& flags) {
                  d.smem_per_block_optin >> 10, d.clock_mhz);
       if (d.has_kernel_code) {
         fmt::print("      runs: yes, with the code compiled for sm_{}\n", d.kernel_arch);
+        std::string missing;
+        fmt::print("      tile tables it can run (--config-arch): {}\n",
+                   archs_text(runnable_tables(d, &missing)));
+        if (!missing.empty()) fmt::print("      not all: {}\n", missing);
       } else {
         fmt::print(
             "      runs: NO, no compiled architecture runs on sm_{}{} (compiled: {}); "
