@@ -72,8 +72,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
     record_step_data(workspace, plan.id, arrays);
   }
 
-  const int64_t q_head = t.q_stride_head ? t.q_stride_head : cuda::mma::kQKDim;
-  const int64_t o_head = t.out_stride_head ? t.out_stride_head : cuda::mma::kVDim;
+  const int64_t q_head = t.q_stride_head ? t.q_stride_head : kQKDim;
+  const int64_t o_head = t.out_stride_head ? t.out_stride_head : kVDim;
   cuda::mma::VerifyKernelParams kp{
       .q = t.q,
       .q_stride_token = t.q_stride_token ? t.q_stride_token : plan.num_heads * q_head,

@@ -15,8 +15,7 @@
 
 namespace treeverify::cuda::mma {
 
-inline constexpr int kQKDim = 576;
-inline constexpr int kVDim = cuda::kVDim;
+// kQKDim (576) and kVDim (512): treeverify/types.h, through cuda/common/constants.h.
 inline constexpr int kWarps = 8;
 inline constexpr int kThreads = kWarps * 32;
 // Q.K^T: warp w = (kgroup, sub). The 576-deep product is split over 4 k-groups of 144
@@ -113,14 +112,16 @@ struct Variant {
   static_assert(kRows * kKVRowBytes <= kPOffset);
 };
 
-using VariantLarge2 = Variant<2, 2>;  // 32 rows, 2 stages: fits 99 KB (sm_86/89/120)
-using VariantLarge3 = Variant<2, 3>;  // 32 rows, 3 stages: sm_80 (163 KB per block)
-using VariantLarge4 = Variant<2, 4>;  // 32 rows, 4 stages: sm_90/100 (227 KB per block)
-using VariantSmall = Variant<1, 2>;   // 16 rows (decode, H <= 16): half the tensor work a tile
-using VariantWide3 = Variant<4, 3>;   // 64 rows, 3 stages: sm_80 (163 KB per block)
-using VariantWide4 = Variant<4, 4>;   // 64 rows, 4 stages: sm_90/100 (227 KB per block)
-using VariantSmallBulk = Variant<1, 2, true>;      // 16 rows, bulk copies (sm_90+)
-using VariantWide3T16 = Variant<4, 3, false, 16>;  // 64 rows, 3 stages of 16 tokens: 99 KB parts
+// The variants, with the main loop (kernel.cuh) each runs: in_order_loop with 2 stages,
+// halves_loop for 64 rows of 32-token tiles, overlap_loop otherwise.
+using VariantLarge2 = Variant<2, 2>;  // 32 rows, 2 stages: fits 99 KB (sm_86/89/120); in_order
+using VariantLarge3 = Variant<2, 3>;  // 32 rows, 3 stages: sm_80 (163 KB per block); overlap
+using VariantLarge4 = Variant<2, 4>;  // 32 rows, 4 stages: sm_90/100 (227 KB per block); overlap
+using VariantSmall = Variant<1, 2>;   // 16 rows (decode, H <= 16): half the mma work; in_order
+using VariantWide3 = Variant<4, 3>;   // 64 rows, 3 stages: sm_80 (163 KB per block); halves
+using VariantWide4 = Variant<4, 4>;   // 64 rows, 4 stages: sm_90/100 (227 KB per block); halves
+using VariantSmallBulk = Variant<1, 2, true>;      // 16 rows, bulk copies (sm_90+); in_order
+using VariantWide3T16 = Variant<4, 3, false, 16>;  // 64 rows, 3 x 16 tokens: 99 KB; overlap
 
 inline constexpr int kSmemLimitConsumer = 101376;  // per block on sm_86, sm_89, sm_120
 static_assert(VariantLarge2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");

@@ -12,6 +12,8 @@
 //   3. O += P V (pv_tile): in 64-row CTAs of 32-token tiles (V::kHalves) warp w owns 128
 //      output columns of the 32 rows of its half (warps 0-3: rows 0-31), otherwise 64 columns
 //      of every row; V is the first 512 columns of the same KV tile.
+// The variant's schedule orders these steps: halves_loop, overlap_loop or in_order_loop
+// (each instantiation file names its own).
 // A request with one chunk writes out/lse directly; otherwise each chunk writes a normalised
 // fp32 partial and its lse, merged by the combine kernel (cuda/common/combine.cu). Rows that
 // come out with a non-finite value are recomputed exactly (nonfinite.cuh).
@@ -25,8 +27,123 @@
 
 namespace treeverify::cuda::mma {
 
+// The main loops below take the steps of one tile as closures over one CTA's state
+// (verify_cta), each called with the tile's index in the chunk:
+//   load        copies of the tile (and page-table entries ahead): one cp.async group
+//   wait_bulk   V::kBulk: wait for the tile's stage mbarrier
+//   dequantize  e4m3: this warp widens the rows of the tile it copied
+//   qk          S = Q K^T of the tile: the k-group partials into s_red
+//   softmax     online softmax of the tile: P, the rescale alpha
+//   pv          O += P V of the tile
+// (by reference: the 64-row variants sit at 255 registers, and a copy of the closures into a
+// struct changed their register allocation enough to spill)
+
+// The halves schedule (V::kHalves: 64-row CTAs of 32-token tiles, 3 or 4 stages). Halves A
+// (warps 0-3, rows 0-31) and B (warps 4-7, rows 32-63) run the same steps in opposite order,
+// so on each scheduler (one warp of each half) one half's softmax runs beside the other's
+// products. Between the CTA barriers X(i) and X(i+1):
+//   A: QK(i+1) -> s_red_A, PV(i) | bar_A | softmax(i+1)
+//   B: softmax(i) | bar_B | QK(i+1) -> s_red_B, PV(i)
+// and each thread copies its part of tile i+kStages-1 (load_kv_tile) into tile i-1's stage:
+// after its products with 4 stages (kLateCopies), first thing with 3. A half's own barrier
+// orders its s_red and P; X(i) publishes tile i+1 and the P and s_red written before it, and
+// frees tile i-1's stage (both halves are past its PV). Either way the copies still pending
+// at X(i+1) number kStages - 3.
+template <typename V, class Load, class WaitBulk, class Dequantize, class QK, class Softmax,
+          class PV>
+__device__ __forceinline__ void halves_loop(int n_tiles, int warp, Load& load, WaitBulk& wait_bulk,
+                                       Dequantize& dequantize, QK& qk, Softmax& softmax,
+                                       PV& pv) {
+  const bool half_a = V::half_of(warp) == 0;
+  constexpr int kHalfThreads = V::kWarpsPerHalf * 32;
+  auto products = [&](int tile) {
+    if (tile + 1 < n_tiles) qk(tile + 1);
+    pv(tile);
+  };
+  cp_async_wait<V::kStages - 2>();  // tile 0 has landed
+  dequantize(0);
+  __syncthreads();
+  qk(0);
+  if (half_a) {  // the second phase of half A's tile -1
+    named_barrier_sync<1, kHalfThreads>();
+    softmax(0);
+  }
+  cp_async_wait<V::kStages - 3>();  // tile 1 has landed
+  dequantize(1);
+  __syncthreads();  // X(0)
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    if constexpr (!V::kLateCopies) load(tile + V::kStages - 1);
+    if (half_a) {
+      products(tile);
+      if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
+      named_barrier_sync<1, kHalfThreads>();  // s_red_A holds QK(i+1); P_A(i) consumed
+      if (tile + 1 < n_tiles) softmax(tile + 1);
+    } else {
+      softmax(tile);
+      named_barrier_sync<2, kHalfThreads>();  // P_B(i) visible; s_red_B consumed
+      products(tile);
+      if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
+    }
+    cp_async_wait<V::kStages - 3>();  // tile + 2 has landed
+    dequantize(tile + 2);           // QK(tile + 2), after X(tile + 1), reads it first
+    __syncthreads();                  // X(tile + 1)
+  }
+}
+
+// The overlap schedule (V::kOverlap: 3+ stages, all other 16, 32 and 64-row variants):
+// barrier | softmax(i) | barrier | QK(i+1) + PV(i), so the tensor cores get both products
+// between two barriers. Tile i+kStages-1 goes to tile i-1's stage, free since the first
+// barrier of tile i; its copies are issued then or after PV(i) (V::kLateCopies), and the copy
+// groups still pending when tile i+1 must have landed number one less in the latter.
+template <typename V, class Load, class WaitBulk, class Dequantize, class QK, class Softmax,
+          class PV>
+__device__ __forceinline__ void overlap_loop(int n_tiles, Load& load, WaitBulk& wait_bulk,
+                                       Dequantize& dequantize, QK& qk, Softmax& softmax,
+                                       PV& pv) {
+  constexpr int kPending = V::kLateCopies ? V::kStages - 3 : V::kStages - 2;
+  cp_async_wait<V::kStages - 2>();
+  wait_bulk(0);
+  dequantize(0);
+  __syncthreads();
+  qk(0);
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    __syncthreads();  // s_red holds tile's scores; PV(tile-1) is done, its stage is free
+    if constexpr (!V::kLateCopies) load(tile + V::kStages - 1);
+    softmax(tile);
+    cp_async_wait<kPending>();  // tile + 1 has landed
+    wait_bulk(tile + 1);
+    dequantize(tile + 1);
+    __syncthreads();  // P, alpha and tile + 1 visible; s_red consumed
+    if (tile + 1 < n_tiles) qk(tile + 1);
+    pv(tile);
+    if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
+  }
+}
+
+// The in-order schedule (2 stages: overlapping would leave no stage to prefetch into): the
+// three phases of each tile in order, a barrier between each.
+template <typename V, class Load, class WaitBulk, class Dequantize, class QK, class Softmax,
+          class PV>
+__device__ __forceinline__ void in_order_loop(int n_tiles, Load& load, WaitBulk& wait_bulk,
+                                       Dequantize& dequantize, QK& qk, Softmax& softmax,
+                                       PV& pv) {
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    cp_async_wait<V::kStages - 2>();
+    wait_bulk(tile);
+    dequantize(tile);
+    __syncthreads();  // tile landed; PV(tile-1) done, so its stage, s_p and s_red are free
+    load(tile + V::kStages - 1);
+    qk(tile);
+    __syncthreads();
+    softmax(tile);
+    __syncthreads();
+    pv(tile);
+  }
+}
+
 // One CTA's work; the kernel below decides where it is compiled. kE4M3: the cache is e4m3;
-// each tile is widened in shared memory (dequantize_tile) before anything reads it.
+// each tile is widened in shared memory (dequantize_tile) before anything reads it. The
+// prologue (Q, the first copies), one of the three main loops above, then the epilogue.
 template <typename T, typename V, bool kE4M3>
 __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   CtaWork w;
@@ -116,88 +233,14 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     if constexpr (V::kBulk)
       if (tile < n_tiles) mbar_wait(s_bar + (tile % V::kStages) * 8, (tile / V::kStages) & 1);
   };
-  if constexpr (V::kHalves) {
-    // Halves A (warps 0-3, rows 0-31) and B (warps 4-7, rows 32-63) run the same steps in
-    // opposite order, so on each scheduler (one warp of each half) one half's softmax runs
-    // beside the other's products. Between the CTA barriers X(i) and X(i+1):
-    //   A: QK(i+1) -> s_red_A, PV(i) | bar_A | softmax(i+1)
-    //   B: softmax(i) | bar_B | QK(i+1) -> s_red_B, PV(i)
-    // and each thread copies its part of tile i+kStages-1 (load_kv_tile) into tile i-1's
-    // stage: after its products with 4 stages (kLateCopies), first thing with 3. A half's own
-    // barrier orders its s_red and P; X(i) publishes tile i+1 and the P and s_red written
-    // before it, and frees tile i-1's stage (both halves are past its PV). Either way the
-    // copies still pending at X(i+1) number kStages - 3.
-    const bool half_a = V::half_of(warp) == 0;
-    constexpr int kHalfThreads = V::kWarpsPerHalf * 32;
-    auto products = [&](int tile) {
-      if (tile + 1 < n_tiles) qk_partial<T, V>(stage_of(tile + 1), qf, s_red, kgroup, sub);
-      pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
-    };
-    cp_async_wait<V::kStages - 2>();  // tile 0 has landed
-    dequantize(0);
-    __syncthreads();
-    qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, sub);
-    if (half_a) {  // the second phase of half A's tile -1
-      named_barrier_sync<1, kHalfThreads>();
-      softmax(0);
-    }
-    cp_async_wait<V::kStages - 3>();  // tile 1 has landed
-    dequantize(1);
-    __syncthreads();                  // X(0)
-    for (int tile = 0; tile < n_tiles; ++tile) {
-      if constexpr (!V::kLateCopies) load(tile + V::kStages - 1);
-      if (half_a) {
-        products(tile);
-        if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
-        named_barrier_sync<1, kHalfThreads>();  // s_red_A holds QK(i+1); P_A(i) consumed
-        if (tile + 1 < n_tiles) softmax(tile + 1);
-      } else {
-        softmax(tile);
-        named_barrier_sync<2, kHalfThreads>();  // P_B(i) visible; s_red_B consumed
-        products(tile);
-        if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
-      }
-      cp_async_wait<V::kStages - 3>();  // tile + 2 has landed
-      dequantize(tile + 2);             // QK(tile + 2), after X(tile + 1), reads it first
-      __syncthreads();                  // X(tile + 1)
-    }
-  } else if constexpr (V::kOverlap) {
-    // barrier | softmax(i) | barrier | QK(i+1) + PV(i): the tensor cores get both products
-    // between two barriers. Tile i+kStages-1 goes to tile i-1's stage, free since the first
-    // barrier of tile i; its copies are issued then or after PV(i) (V::kLateCopies), and the
-    // copy groups still pending when tile i+1 must have landed number one less in the latter.
-    constexpr int kPending = V::kLateCopies ? V::kStages - 3 : V::kStages - 2;
-    cp_async_wait<V::kStages - 2>();
-    wait_bulk(0);
-    dequantize(0);
-    __syncthreads();
-    qk_partial<T, V>(stage_of(0), qf, s_red, kgroup, sub);
-    for (int tile = 0; tile < n_tiles; ++tile) {
-      __syncthreads();  // s_red holds tile's scores; PV(tile-1) is done, its stage is free
-      if constexpr (!V::kLateCopies) load(tile + V::kStages - 1);
-      softmax(tile);
-      cp_async_wait<kPending>();  // tile + 1 has landed
-      wait_bulk(tile + 1);
-      dequantize(tile + 1);
-      __syncthreads();  // P, alpha and tile + 1 visible; s_red consumed
-      if (tile + 1 < n_tiles) qk_partial<T, V>(stage_of(tile + 1), qf, s_red, kgroup, sub);
-      pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
-      if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
-    }
-  } else {
-    for (int tile = 0; tile < n_tiles; ++tile) {
-      cp_async_wait<V::kStages - 2>();
-      wait_bulk(tile);
-      dequantize(tile);
-      __syncthreads();  // tile landed; PV(tile-1) done, so its stage, s_p and s_red are free
-      load(tile + V::kStages - 1);
-      qk_partial<T, V>(stage_of(tile), qf, s_red, kgroup, sub);
-      __syncthreads();
-      softmax(tile);
-      __syncthreads();
-      pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
-    }
-  }
+  auto qk = [&](int tile) { qk_partial<T, V>(stage_of(tile), qf, s_red, kgroup, sub); };
+  auto pv = [&](int tile) { pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o); };
+  if constexpr (V::kHalves)
+    halves_loop<V>(n_tiles, warp, load, wait_bulk, dequantize, qk, softmax, pv);
+  else if constexpr (V::kOverlap)
+    overlap_loop<V>(n_tiles, load, wait_bulk, dequantize, qk, softmax, pv);
+  else
+    in_order_loop<V>(n_tiles, load, wait_bulk, dequantize, qk, softmax, pv);
   cp_async_wait<0>();
   __syncthreads();  // every warp is past its last read of s_alpha, which the epilogue reuses
   epilogue<T, V, kE4M3>(p, w, st, s_alpha, s_lse, o, kv_scale);

@@ -1,4 +1,5 @@
 // Portable verify kernel, e4m3 KV cache, bf16, 16 rows, 2 stages, bulk copies (sm_90/100 decode).
+// Main loop: in_order_loop (kernel.cuh).
 #include "cuda/mma/launcher.cuh"
 
 namespace treeverify::cuda::mma {

@@ -1,4 +1,5 @@
 // Portable verify kernel, bf16, 32 rows, 2-stage pipeline (sm_86/89/120 and forced).
+// Main loop: in_order_loop (kernel.cuh).
 #include "cuda/mma/launcher.cuh"
 
 namespace treeverify::cuda::mma {

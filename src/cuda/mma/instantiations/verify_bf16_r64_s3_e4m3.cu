@@ -1,4 +1,5 @@
 // Portable verify kernel, e4m3 KV cache, bf16, 64 rows, 3-stage pipeline (sm_80).
+// Main loop: halves_loop (kernel.cuh).
 #include "cuda/mma/launcher.cuh"
 
 namespace treeverify::cuda::mma {

@@ -1,4 +1,5 @@
 // Portable verify kernel, fp16, 64 rows, 3-stage pipeline of 16-token tiles (sm_86/89/120).
+// Main loop: overlap_loop (kernel.cuh).
 #include "cuda/mma/launcher.cuh"
 
 namespace treeverify::cuda::mma {
