@@ -146,30 +146,40 @@ Status verify_sampling(std::span<const int32_t> qo_indptr, std::span<const int32
 // (kv_page_indices); prefix rows may be shared. Everything is validated before the first row
 // moves, so a failed call changes nothing. Works for page_size = 1 as well, though there
 // commit_slots moves no data.
+//
+// The cache's row format (types.h KvFormat): kSameAsQ (the default) means 16-bit rows of 576
+// values (bf16/fp16: 1152 bytes) in `kv_cache`; kE4M3 means rows of 576 e4m3 bytes in
+// `kv_cache_e4m3`, and then `kv_cache` must be empty (and for kSameAsQ `kv_cache_e4m3`). A
+// commit copies rows bit for bit and never reads kv_scale, which is per layer, not per row.
 struct PagedKvCommit {
   int32_t page_size = 0;                     // a power of two in [1, kMaxPageSize]
-  std::span<uint16_t> kv_cache;              // [num_pages, page_size, 576] bf16/fp16 bits
+  std::span<uint16_t> kv_cache = {};         // [num_pages, page_size, 576] bf16/fp16 bits
+                                             //   (kv_format kSameAsQ)
   std::span<const int32_t> kv_page_indptr;   // [B+1]
   std::span<const int32_t> kv_page_indices;  // [nnz] page ids in [0, num_pages)
   std::span<const int32_t> kv_len;           // [B] L_b + T_b before the commit
   std::span<const int32_t> qo_indptr;        // [B+1] the verified trees
   std::span<const int32_t> parents;          // [total_q]
+  KvFormat kv_format = KvFormat::kSameAsQ;   // the rows' format, host and device commit alike
+  std::span<uint8_t> kv_cache_e4m3 = {};     // [num_pages, page_size, 576] e4m3 bytes
+                                             //   (kv_format kE4M3)
 };
 // new_kv_len [B] = L_b + accepted path size (kv_len unchanged for T_b = 0).
 Status commit_kv_paged(const PagedKvCommit& args, const AcceptedPaths& accepted,
                        std::vector<int32_t>* new_kv_len);
 
 // The same commit on a device KV pool (page_size >= 1). The metadata comes twice: host copies
-// in `host`, validated exactly as commit_kv_paged validates them (its kv_cache span is not
+// in `host`, validated exactly as commit_kv_paged validates them (its kv_cache spans are not
 // read and may be empty; the pool size is device.num_pages), and device copies holding the
-// same values, which the kernel reads. Rows of one request may overlap (a source that is a
-// later destination); the kernel orders reads before writes so the result equals the host
-// commit. Launches on `stream` (a cudaStream_t, null for the legacy default stream),
+// same values, which the kernel reads; host.kv_format gives the rows' format (device.kv_cache
+// holds 16-bit rows of 1152 bytes or e4m3 rows of 576). Rows of one request may overlap (a
+// source that is a later destination); the kernel orders reads before writes so the result
+// equals the host commit. Launches on `stream` (a cudaStream_t, null for the legacy default stream),
 // allocates nothing and can be captured in a CUDA graph; new_kv_len is computed on the host.
 // A failed call launches nothing.
 struct PagedKvCommitDevice {
-  void* kv_cache = nullptr;                  // device [num_pages, page_size, 576] 16-bit,
-                                             //   16-byte aligned
+  void* kv_cache = nullptr;                  // device [num_pages, page_size, 576] 16-bit
+                                             //   or e4m3 (host.kv_format), 16-byte aligned
   int64_t num_pages = 0;                     // pages in the pool
   const int32_t* kv_page_indptr = nullptr;   // device [B+1], = host.kv_page_indptr
   const int32_t* kv_page_indices = nullptr;  // device [nnz], = host.kv_page_indices

@@ -1,6 +1,7 @@
 // KV commit after acceptance on the host: row moves in a paged cache, or a rewritten slot list
 // for page_size = 1. See include/treeverify/ddtree.h for the contract.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <tuple>
 #include <utility>
@@ -112,6 +113,8 @@ Status validate_tree_rows_unshared(const PagedKvCommit& args) {
 // the device commit so both accept exactly the same inputs.
 Status validate_paged_commit(const PagedKvCommit& args, const AcceptedPaths& accepted,
                              int64_t num_pages) {
+  TV_REQUIRE(args.kv_format == KvFormat::kSameAsQ || args.kv_format == KvFormat::kE4M3,
+             "kv_format", "kv_format = {}", static_cast<int32_t>(args.kv_format));
   TV_RETURN_IF_ERROR(validate_paths(args.qo_indptr, args.parents, accepted));
   TV_RETURN_IF_ERROR(detail::validate_kv_len(args.qo_indptr, args.kv_len));
   const int32_t page_size = args.page_size;
@@ -195,16 +198,32 @@ Status validate_tree_slots(std::span<const int32_t> slot_indptr, std::span<const
 
 Status commit_kv_paged(const PagedKvCommit& args, const AcceptedPaths& accepted,
                        std::vector<int32_t>* new_kv_len) {
+  TV_REQUIRE(args.kv_format == KvFormat::kSameAsQ || args.kv_format == KvFormat::kE4M3,
+             "kv_format", "kv_format = {}", static_cast<int32_t>(args.kv_format));
   // The pool size comes from the cache span, which needs a valid page size to divide by.
   const int32_t page_size = args.page_size;
   TV_REQUIRE(is_valid_page_size(page_size), "page_size", "page_size = {}", page_size);
   const size_t page_elems = static_cast<size_t>(page_size) * kQKDim;
-  TV_REQUIRE(args.kv_cache.size() % page_elems == 0, "kv_cache",
-             "has {} elements, not a multiple of page_size * 576 = {}", args.kv_cache.size(),
-             page_elems);
-  const int64_t num_pages = static_cast<int64_t>(args.kv_cache.size() / page_elems);
+  // The pool: 16-bit rows in kv_cache, or e4m3 rows in kv_cache_e4m3; the other span empty.
+  const bool e4m3 = args.kv_format == KvFormat::kE4M3;
+  TV_REQUIRE(!e4m3 || args.kv_cache.empty(), "kv_cache",
+             "has {} 16-bit elements but kv_format is e4m3 (pass the e4m3 pool as "
+             "kv_cache_e4m3)",
+             args.kv_cache.size());
+  TV_REQUIRE(e4m3 || args.kv_cache_e4m3.empty(), "kv_cache_e4m3",
+             "has {} bytes but kv_format is {} (16-bit rows go in kv_cache)",
+             args.kv_cache_e4m3.size(), kv_format_name(args.kv_format));
+  const size_t pool_elems = e4m3 ? args.kv_cache_e4m3.size() : args.kv_cache.size();
+  TV_REQUIRE(pool_elems % page_elems == 0, e4m3 ? "kv_cache_e4m3" : "kv_cache",
+             "has {} {}, not a multiple of page_size * 576 = {}", pool_elems,
+             e4m3 ? "bytes" : "elements", page_elems);
+  const int64_t num_pages = static_cast<int64_t>(pool_elems / page_elems);
   TV_RETURN_IF_ERROR(validate_paged_commit(args, accepted, num_pages));
   const size_t batch = args.qo_indptr.size() - 1;
+  // A row is 576 values of 2 bytes or of 1: copied as bytes.
+  std::byte* const pool = e4m3 ? reinterpret_cast<std::byte*>(args.kv_cache_e4m3.data())
+                               : reinterpret_cast<std::byte*>(args.kv_cache.data());
+  const size_t row_bytes = static_cast<size_t>(kv_row_bytes(args.kv_format, DType::kBF16));
 
   // Everything is valid: move rows. Why increasing k is safe in place: the path is strictly
   // increasing with path[0] = 0, so path[k] >= k and every move goes down (dst_k = L + k <=
@@ -220,12 +239,12 @@ Status commit_kv_paged(const PagedKvCommit& args, const AcceptedPaths& accepted,
     const int32_t start = accepted.indptr[b], path_len = accepted.indptr[b + 1] - start;
     const int32_t* pages = args.kv_page_indices.data() + args.kv_page_indptr[b];
     auto row = [&](int32_t pos) {
-      return args.kv_cache.data() +
-             (static_cast<size_t>(pages[pos / page_size]) * page_size + pos % page_size) * kQKDim;
+      return pool + (static_cast<size_t>(pages[pos / page_size]) * page_size + pos % page_size) *
+                        row_bytes;
     };
     for (int32_t k = 0; k < path_len; ++k) {
       const int32_t src = prefix_len + accepted.nodes[start + k], dst = prefix_len + k;
-      if (src != dst) std::memcpy(row(dst), row(src), kQKDim * sizeof(uint16_t));
+      if (src != dst) std::memcpy(row(dst), row(src), row_bytes);
     }
   }
   *new_kv_len = committed_lengths(args, accepted);

@@ -89,19 +89,43 @@ inline PagedBatch make_batch(int32_t page_size, const std::vector<int32_t>& tree
   return pb;
 }
 
-// The commit computed out of place: read every source from the original, then write.
-inline std::vector<uint16_t> reference_commit(const PagedBatch& pb) {
-  std::vector<uint16_t> out = pb.cache;
+// The commit computed out of place on a pool of rows of 576 elements of any type (pb.cache,
+// or an e4m3 pool of the same rows): read every source from the original, then write.
+template <typename T>
+std::vector<T> reference_commit(const PagedBatch& pb, const std::vector<T>& cache) {
+  std::vector<T> out = cache;
   for (size_t b = 0; b + 1 < pb.qo_indptr.size(); ++b) {
     const int32_t prefix_len = pb.kv_len[b] - (pb.qo_indptr[b + 1] - pb.qo_indptr[b]);
     for (int32_t k = pb.accepted.indptr[b]; k < pb.accepted.indptr[b + 1]; ++k) {
       const int32_t step = k - pb.accepted.indptr[b];
       const size_t src = pb.row_offset(b, prefix_len + pb.accepted.nodes[k]);
       const size_t dst = pb.row_offset(b, prefix_len + step);
-      std::copy_n(pb.cache.begin() + src, kQKDim, out.begin() + dst);
+      std::copy_n(cache.begin() + src, kQKDim, out.begin() + dst);
     }
   }
   return out;
+}
+inline std::vector<uint16_t> reference_commit(const PagedBatch& pb) {
+  return reference_commit(pb, pb.cache);
+}
+
+// The same pool as an e4m3 cache (rows of 576 bytes, the layout pb.row_offset indexes in
+// bytes): every row distinct through its first three bytes, the other bytes varied.
+inline std::vector<uint8_t> distinct_e4m3_rows(const PagedBatch& pb) {
+  std::vector<uint8_t> bytes(pb.cache.size());
+  for (size_t e = 0; e < bytes.size(); ++e) {
+    const size_t r = e / kQKDim, col = e % kQKDim;
+    bytes[e] = static_cast<uint8_t>(col < 3 ? r >> (8 * col) : r * 31 + col * 7);
+  }
+  return bytes;
+}
+// pb's commit arguments over an e4m3 pool.
+inline PagedKvCommit e4m3_args(PagedBatch& pb, std::vector<uint8_t>& pool) {
+  PagedKvCommit args = pb.args();
+  args.kv_cache = {};
+  args.kv_format = KvFormat::kE4M3;
+  args.kv_cache_e4m3 = pool;
+  return args;
 }
 
 // Moves whose source row is the destination of a later move of the same request (step k reads

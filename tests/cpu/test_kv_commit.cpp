@@ -182,6 +182,81 @@ TEST(KvCommitPaged, SharedPrefixPagesAreAllowed) {
   EXPECT_EQ(new_kv_len, (std::vector<int32_t>{7, 7}));
 }
 
+// ---- e4m3 caches: rows of 576 bytes ---------------------------------------------------------
+
+TEST(KvCommitPagedE4m3, MatchesOutOfPlaceReference) {
+  std::mt19937_64 rng(56);
+  int64_t overlaps = 0;
+  for (int32_t page_size : {1, 2, 16, 64, 128}) {
+    for (test::Shape shape : test::kAllShapes) {
+      for (bool full : {false, true}) {
+        PagedBatch pb = make_batch(page_size, {1, 0, 37, 1024, 200, 5}, shape, full, rng);
+        std::vector<uint8_t> pool = test::distinct_e4m3_rows(pb);
+        const auto expected = test::reference_commit(pb, pool);
+        overlaps += overlapping_moves(pb);
+        const auto cache16 = pb.cache;
+        std::vector<int32_t> new_kv_len;
+        const Status s = commit_kv_paged(test::e4m3_args(pb, pool), pb.accepted, &new_kv_len);
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        ASSERT_TRUE(pool == expected) << "page_size " << page_size;
+        EXPECT_TRUE(pb.cache == cache16);  // not passed, not touched
+        std::vector<int32_t> len16;
+        ASSERT_TRUE(commit_kv_paged(pb.args(), pb.accepted, &len16).ok());
+        EXPECT_EQ(new_kv_len, len16);
+      }
+    }
+  }
+  EXPECT_GT(overlaps, 20) << "the cases must include overlapping moves";
+}
+
+TEST(KvCommitPagedE4m3, FormatErrorsChangeNothing) {
+  std::mt19937_64 rng(57);
+  // Star trees with full paths: every path is 0 -> the last child, a real move.
+  PagedBatch pb = make_batch(8, {6, 3}, test::Shape::kStar, true, rng);
+  std::vector<uint8_t> pool = test::distinct_e4m3_rows(pb);
+  const auto pool_before = pool;
+  const auto cache_before = pb.cache;
+  std::vector<int32_t> new_kv_len = {-5};
+  auto expect_error = [&](const PagedKvCommit& args, const std::string& argument,
+                          const std::string& fragment) {
+    const Status s = commit_kv_paged(args, pb.accepted, &new_kv_len);
+    ASSERT_FALSE(s.ok()) << fragment;
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("argument '" + argument + "'"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(fragment), std::string::npos) << s.message();
+    EXPECT_TRUE(pool == pool_before);
+    EXPECT_TRUE(pb.cache == cache_before);
+    EXPECT_EQ(new_kv_len, std::vector<int32_t>{-5});
+  };
+  // A byte count that is not whole pages of 576-byte rows.
+  PagedKvCommit args = test::e4m3_args(pb, pool);
+  args.kv_cache_e4m3 = args.kv_cache_e4m3.first(pool.size() - 1);
+  expect_error(args, "kv_cache_e4m3", "not a multiple of page_size * 576 = 4608");
+  // A pool of half the pages (the byte count of a 16-bit pool read as e4m3 would be twice the
+  // rows; half is too few): page ids past the pool are refused.
+  args = test::e4m3_args(pb, pool);
+  args.kv_cache_e4m3 = args.kv_cache_e4m3.first(pool.size() / 2 / (8 * kQKDim) * (8 * kQKDim));
+  expect_error(args, "kv_page_indices", "num_pages = ");
+  // The 16-bit span with kv_format e4m3, and the e4m3 span without it.
+  args = test::e4m3_args(pb, pool);
+  args.kv_cache = pb.cache;
+  expect_error(args, "kv_cache", "kv_format is e4m3");
+  args = pb.args();
+  args.kv_cache_e4m3 = pool;
+  expect_error(args, "kv_cache_e4m3", "kv_format is same as q");
+  args = test::e4m3_args(pb, pool);
+  args.kv_format = static_cast<KvFormat>(7);
+  expect_error(args, "kv_format", "kv_format = 7");
+  // The device commit validates the format the same way, before anything reaches a device.
+  const Status s = commit_kv_paged_cuda(args, pb.accepted,
+                                        PagedKvCommitDevice{.num_pages = 4}, &new_kv_len);
+  EXPECT_NE(s.message().find("kv_format = 7"), std::string::npos) << s.message();
+  EXPECT_EQ(new_kv_len, std::vector<int32_t>{-5});
+  // And then the same arguments succeed.
+  ASSERT_TRUE(commit_kv_paged(test::e4m3_args(pb, pool), pb.accepted, &new_kv_len).ok());
+  EXPECT_FALSE(pool == pool_before);
+}
+
 // ---- page_size = 1: slot lists --------------------------------------------------------------
 
 TEST(CommitSlots, NoSlotLostOrDuplicated) {

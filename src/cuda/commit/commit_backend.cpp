@@ -11,6 +11,7 @@
 #include "core/cuda_backend.h"
 #include "cuda/commit/kv_commit.cuh"
 #include "cuda/host_checks.h"
+#include "treeverify/types.h"
 
 namespace treeverify::detail {
 
@@ -47,6 +48,7 @@ Status cuda_commit_kv_paged(const PagedKvCommit& host, const AcceptedPaths& acce
       .accepted_nodes = d.accepted_nodes,
       .batch = batch,
       .log2_page_size = std::countr_zero(static_cast<uint32_t>(host.page_size)),
+      .row_bytes = kv_row_bytes(host.kv_format, DType::kBF16),
   };
   cuda::launch_kv_commit(p, static_cast<cudaStream_t>(stream));
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)

@@ -21,19 +21,27 @@
 namespace treeverify::cuda {
 namespace {
 
-constexpr int kBytesPerRow = kQKDim * 2;       // 1152: a bf16/fp16 row
-constexpr int kVecPerRow = kBytesPerRow / 16;  // 72 uint4 per row
-// 8 x 16 bytes = 128 bytes: each row's slice is one fully used memory transaction.
-constexpr int kVecPerSlice = 8;
-constexpr int kSlices = kVecPerRow / kVecPerSlice;  // 9 blocks per request
-// One uint4 per thread per chunk: 32 steps x 8 vectors = 256 threads, so a chunk is staged in
+// A row splits into kSlices column slices, one block each; a thread moves one 16-byte vector
+// of a slice. 16-bit rows (1152 bytes, 72 vectors): 8 vectors = 128 bytes a slice, one fully
+// used memory transaction. e4m3 rows (576 bytes, 36 vectors): 4 vectors = 64 bytes a slice.
+constexpr int kSlices = 9;
+// One uint4 per thread per chunk: 32 steps x kVecPerSlice vectors, so a chunk is staged in
 // registers alone (no shared memory) and a 1024-node path needs 32 barriers.
 constexpr int kRowsPerChunk = 32;
-constexpr int kThreads = kRowsPerChunk * kVecPerSlice;
-static_assert(kVecPerRow * 16 == kBytesPerRow && kSlices * kVecPerSlice == kVecPerRow,
-              "a row splits into whole slices of 16-byte vectors");
+template <int kRowBytes>
+struct RowShape {
+  static constexpr int kVecPerRow = kRowBytes / 16;
+  static constexpr int kVecPerSlice = kVecPerRow / kSlices;
+  static constexpr int kThreads = kRowsPerChunk * kVecPerSlice;
+  static_assert(kVecPerRow * 16 == kRowBytes && kSlices * kVecPerSlice == kVecPerRow,
+                "a row splits into whole slices of 16-byte vectors");
+};
 
-__global__ void __launch_bounds__(kThreads) kv_commit_kernel(const KvCommitParams p) {
+template <int kRowBytes>
+__global__ void __launch_bounds__(RowShape<kRowBytes>::kThreads)
+    kv_commit_kernel(const KvCommitParams p) {
+  constexpr int kVecPerRow = RowShape<kRowBytes>::kVecPerRow;
+  constexpr int kVecPerSlice = RowShape<kRowBytes>::kVecPerSlice;
   const int b = blockIdx.y;
   const int32_t tree_size = __ldg(p.qo_indptr + b + 1) - __ldg(p.qo_indptr + b);
   const int32_t prefix_len = __ldg(p.kv_len + b) - tree_size;
@@ -64,11 +72,21 @@ __global__ void __launch_bounds__(kThreads) kv_commit_kernel(const KvCommitParam
   }
 }
 
+template <int kRowBytes>
+void launch(const KvCommitParams& p, cudaStream_t stream) {
+  kv_commit_kernel<kRowBytes>
+      <<<dim3(kSlices, p.batch), RowShape<kRowBytes>::kThreads, 0, stream>>>(p);
+}
+
 }  // namespace
 
 void launch_kv_commit(const KvCommitParams& p, cudaStream_t stream) {
   if (p.batch == 0) return;
-  kv_commit_kernel<<<dim3(kSlices, p.batch), kThreads, 0, stream>>>(p);
+  if (p.row_bytes == kQKDim) {
+    launch<kQKDim>(p, stream);  // e4m3
+  } else {
+    launch<kQKDim * 2>(p, stream);  // bf16/fp16
+  }
 }
 
 }  // namespace treeverify::cuda

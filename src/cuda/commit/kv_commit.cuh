@@ -9,7 +9,7 @@
 namespace treeverify::cuda {
 
 struct KvCommitParams {
-  void* kv_cache;                  // [num_pages, page_size, 576] 16-bit, 16-byte aligned
+  void* kv_cache;                  // [num_pages, page_size, 576] 16-bit or e4m3, 16-byte aligned
   const int32_t* kv_page_indptr;   // [B+1]
   const int32_t* kv_page_indices;  // [nnz]
   const int32_t* kv_len;           // [B] L_b + T_b before the commit
@@ -18,6 +18,7 @@ struct KvCommitParams {
   const int32_t* accepted_nodes;   // [indptr[B]] local node indices, root first
   int32_t batch;
   int32_t log2_page_size;  // page_size is a power of two
+  int32_t row_bytes;       // 1152 (bf16/fp16) or 576 (e4m3)
 };
 
 // Launches the row moves of every request; the inputs were validated on the host.
