@@ -31,9 +31,9 @@ void add_case_flags(CLI::App* app, CaseFlags* f) {
                   "multiply every prefix length L by this factor in (0, 1], or 'auto'")
       ->capture_default_str();
   app->add_option("--seed", f->seed, "random seed of the case data (default: the case's)");
-  app->add_option("--kv-format", f->kv_format,
+  app->add_option("--kv-format,--kv-dtype", f->kv_format,
                   "KV cache of every case: same (the q dtype) or e4m3 (exact mode: products in "
-                  "the q dtype)")
+                  "the q dtype); --kv-dtype is another name for it")
       ->capture_default_str();
   auto* g = app->add_option_group("custom case", "a case given by flags instead of a suite name");
   g->add_option("--tree", f->tree, "T: one value, or one per request");
@@ -92,7 +92,8 @@ Status resolve_cases(const CaseFlags& f, std::vector<SuiteCase>* cases) {
     for (SuiteCase& c : out) c.kv_format = KvFormat::kE4M3;
   } else if (f.kv_format != "same") {
     return Status(StatusCode::kInvalidArgument,
-                  fmt::format("unknown --kv-format '{}': expected same or e4m3", f.kv_format));
+                  fmt::format("unknown --kv-format/--kv-dtype '{}': expected same or e4m3",
+                              f.kv_format));
   }
   *cases = std::move(out);
   return Status::Ok();

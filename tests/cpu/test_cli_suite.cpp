@@ -76,6 +76,34 @@ TEST(CliSuite, SelectsByNameAndFamily) {
   EXPECT_NE(s.message().find("D2"), std::string::npos);  // lists the known cases
 }
 
+// --kv-dtype (issue 12's name) is --kv-format under another name: both set every case's KV
+// format, and an unknown value names both.
+TEST(CliSuite, KvDtypeIsAnAliasOfKvFormat) {
+  for (const char* flag : {"--kv-format", "--kv-dtype"}) {
+    CLI::App app;
+    CaseFlags flags;
+    add_case_flags(&app, &flags);
+    std::vector<std::string> args = {"e4m3", flag};  // CLI11 parses a reversed list
+    ASSERT_NO_THROW(app.parse(args)) << flag;
+    flags.names = {"V1"};
+    std::vector<SuiteCase> cases;
+    ASSERT_TRUE(resolve_cases(flags, &cases).ok()) << flag;
+    ASSERT_EQ(cases.size(), 1u);
+    EXPECT_EQ(cases[0].kv_format, KvFormat::kE4M3) << flag;
+  }
+  CLI::App app;
+  CaseFlags flags;
+  add_case_flags(&app, &flags);
+  std::vector<std::string> args = {"e5m2", "--kv-dtype"};
+  ASSERT_NO_THROW(app.parse(args));
+  flags.names = {"V1"};
+  std::vector<SuiteCase> cases;
+  const Status s = resolve_cases(flags, &cases);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unknown --kv-format/--kv-dtype 'e5m2'"), std::string::npos)
+      << s.message();
+}
+
 TEST(CliSuite, MalformedSuitesNameTheProblem) {
   std::vector<SuiteCase> cases;
   auto error_of = [&](const std::string& text) {
