@@ -60,7 +60,9 @@ std::string dtype_string(dl::dtype t) {
                      : t.code == uint8_t(dl::dtype_code::Float)  ? "float"
                      : t.code == uint8_t(dl::dtype_code::Bfloat) ? "bfloat"
                      : t.code == uint8_t(dl::dtype_code::Bool)   ? "bool"
+                     : t.code == uint8_t(dl::dtype_code::Float8_E4M3FN) ? "float8_e4m3fn"
                                                                  : "code";
+  if (t.code == uint8_t(dl::dtype_code::Float8_E4M3FN) && t.bits == 8 && t.lanes == 1) return code;
   return fmt::format("{}{}{}", code, t.bits, t.lanes == 1 ? "" : fmt::format("x{}", t.lanes));
 }
 bool is_bf16(dl::dtype t) { return t == dl::dtype{uint8_t(dl::dtype_code::Bfloat), 16, 1}; }
@@ -91,6 +93,16 @@ DType half_dtype_of(const nb::ndarray<nb::ro>& a, const char* arg, const std::st
   raise_type(arg, fmt::format("dtype {}, expected bf16 or fp16 (uint16 bits need dtype='bf16' "
                               "or 'fp16')",
                               dtype_string(t)));
+}
+
+void require_e4m3(const nb::ndarray<nb::ro>& a, const char* arg) {
+  const dl::dtype t = a.dtype();
+  const bool fp8 = t == dl::dtype{uint8_t(dl::dtype_code::Float8_E4M3FN), 8, 1};
+  if (!fp8 && t != nb::dtype<uint8_t>()) {
+    raise_type(arg, fmt::format("dtype {}, expected float8_e4m3fn (or uint8 holding its bits): "
+                                "the plan's kv_dtype is e4m3",
+                                dtype_string(t)));
+  }
 }
 
 void require_float32(const nb::ndarray<nb::ro>& a, const char* arg) {

@@ -62,6 +62,8 @@ void require_half(const nb::ndarray<nb::ro>& a, const char* arg, treeverify::DTy
 // The dtype an array's element type names; uint16 bits need `fallback` ("bf16"/"fp16"/"").
 treeverify::DType half_dtype_of(const nb::ndarray<nb::ro>& a, const char* arg,
                                 const std::string& fallback);
+// An e4m3 KV cache: float8_e4m3fn (DLPack kDLFloat8_e4m3fn) or uint8 holding the bits.
+void require_e4m3(const nb::ndarray<nb::ro>& a, const char* arg);
 void require_float32(const nb::ndarray<nb::ro>& a, const char* arg);
 // Exact shape; -1 matches any extent.
 void require_shape(const nb::ndarray<nb::ro>& a, const char* arg,

@@ -86,7 +86,8 @@ nb::tuple verify_sampling_py(HostI32 qo_indptr, HostI32 parents, HostI32 tokens,
 
 nb::ndarray<nb::numpy, int32_t, nb::ndim<1>> commit_kv_paged_py(
     OutArray kv_rw, HostI32 kv_page_indptr, HostI32 kv_page_indices, HostI32 kv_len,
-    HostI32 qo_indptr, HostI32 parents, HostI32 acc_indptr, HostI32 acc_nodes, HostI32 acc_bonus) {
+    HostI32 qo_indptr, HostI32 parents, HostI32 acc_indptr, HostI32 acc_nodes, HostI32 acc_bonus,
+    const std::string& kv_dtype) {
   const nb::ndarray<nb::ro> kv(kv_rw);
   if (location_of(kv, "kv_cache").cuda())
     raise_value("kv_cache",
@@ -95,17 +96,29 @@ nb::ndarray<nb::numpy, int32_t, nb::ndim<1>> commit_kv_paged_py(
   if (kv.ndim() != 3 || kv.shape(2) != static_cast<size_t>(kQKDim))
     raise_value("kv_cache", fmt::format("shape {}, expected [num_pages, page_size, {}]",
                                         shape_string(kv), kQKDim));
-  if (kv.dtype().bits != 16) raise_type("kv_cache", "expected 16-bit elements (bf16/fp16/uint16)");
+  // Rows are copied bit for bit: any 16-bit element type, or for e4m3 float8_e4m3fn / uint8.
+  const bool e4m3 = kv_dtype == "e4m3";
+  if (e4m3) {
+    require_e4m3(kv, "kv_cache");
+  } else if (kv.dtype().bits != 16) {
+    raise_type("kv_cache", "expected 16-bit elements (bf16/fp16/uint16), or an e4m3 cache "
+                           "(float8_e4m3fn, or uint8 with kv_dtype='e4m3')");
+  }
   require_contiguous(kv, "kv_cache");
-  const PagedKvCommit args{
+  PagedKvCommit args{
       .page_size = static_cast<int32_t>(kv.shape(1)),
-      .kv_cache = {static_cast<uint16_t*>(kv_rw.data()), kv.size()},
       .kv_page_indptr = span_of(kv_page_indptr),
       .kv_page_indices = span_of(kv_page_indices),
       .kv_len = span_of(kv_len),
       .qo_indptr = span_of(qo_indptr),
       .parents = span_of(parents),
   };
+  if (e4m3) {
+    args.kv_format = KvFormat::kE4M3;
+    args.kv_cache_e4m3 = {static_cast<uint8_t*>(kv_rw.data()), kv.size()};
+  } else {
+    args.kv_cache = {static_cast<uint16_t*>(kv_rw.data()), kv.size()};
+  }
   std::vector<int32_t> new_kv_len;
   check(commit_kv_paged(args, make_paths(acc_indptr, acc_nodes, acc_bonus), &new_kv_len));
   return to_numpy(std::move(new_kv_len));

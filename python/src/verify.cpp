@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <span>
@@ -49,7 +51,20 @@ class PyPlan {
          HostI32 parents, int32_t num_heads, int32_t page_size, int64_t num_pages,
          const std::string& dtype, float softmax_scale, const std::string& device_type,
          int32_t device_id, const std::string& backend, int32_t num_threads, bool round_p,
-         int32_t force_config_arch, uintptr_t stream) {
+         int32_t force_config_arch, uintptr_t stream, const std::string& kv_dtype,
+         std::optional<float> kv_scale) {
+    KvFormat kv_format = KvFormat::kSameAsQ;
+    if (kv_dtype == "e4m3") {
+      kv_format = KvFormat::kE4M3;
+    } else if (kv_dtype != "same") {
+      raise_value("kv_dtype", fmt::format("'{}' (expected 'e4m3', or None for the dtype of q)",
+                                          kv_dtype));
+    }
+    if (kv_scale) {
+      if (kv_format != KvFormat::kE4M3)
+        raise_value("kv_scale", "given, but kv_dtype is not 'e4m3' (kv_scale is for an e4m3 cache)");
+      require_finite_scale(*kv_scale);
+    }
     if (qo_indptr.shape(0) < 1) raise_value("qo_indptr", "is empty, expected B + 1 entries");
     const int64_t batch = static_cast<int64_t>(qo_indptr.shape(0)) - 1;
     if (static_cast<int64_t>(kv_page_indptr.shape(0)) != batch + 1)
@@ -95,6 +110,7 @@ class PyPlan {
         .page_size = page_size,
         .num_pages = num_pages,
         .dtype = parse_dtype(dtype),
+        .kv_format = kv_format,
         .softmax_scale = softmax_scale,
         .qo_indptr = host_[0].data(),
         .kv_len = host_[1].data(),
@@ -104,26 +120,42 @@ class PyPlan {
     };
     options_ = options;
     check(plan(problem_, options_, &plan_));
+    plan_scale_ = kv_scale;
     if (where_.cuda()) {
-      std::array<std::span<const int32_t>, 5> parts;
-      for (size_t i = 0; i < parts.size(); ++i) parts[i] = host_[i];
-      upload_ = std::make_unique<IndexUpload>(where_.device_id, stream, parts);
+      // A plan's scale travels with the index arrays: one more part of the same upload, so it
+      // costs no transfer, allocation or sync of its own, and captured runs read it in place.
+      std::array<std::span<const int32_t>, 6> parts;
+      for (size_t i = 0; i < host_.size(); ++i) parts[i] = host_[i];
+      if (kv_scale) scale_bits_ = std::bit_cast<int32_t>(*kv_scale);
+      parts[5] = {&scale_bits_, kv_scale ? size_t{1} : size_t{0}};
+      upload_ = std::make_unique<IndexUpload>(where_.device_id, stream,
+                                              std::span(parts).first(kv_scale ? 6 : 5));
     }
   }
 
   void run(InArray q, InArray kv_cache, OutArray out_rw, std::optional<OutArray> lse_rw,
-           uintptr_t stream) {
+           uintptr_t stream, std::optional<InArray> kv_scale_array,
+           std::optional<float> kv_scale_value) {
     const nb::ndarray<nb::ro> out(out_rw);
+    const bool e4m3 = plan_.kv_format == KvFormat::kE4M3;
     using Arg = std::pair<const nb::ndarray<nb::ro>*, const char*>;
     for (auto [a, name] : {Arg{&q, "q"}, Arg{&kv_cache, "kv_cache"}, Arg{&out, "out"}}) {
       require_location(*a, name, where_);
-      require_half(*a, name, plan_.dtype);
+      if (e4m3 && a == &kv_cache) {
+        require_e4m3(*a, name);
+      } else {
+        require_half(*a, name, plan_.dtype);
+      }
     }
     require_shape(q, "q", {plan_.total_q, plan_.num_heads, kQKDim});
     require_shape(out, "out", {plan_.total_q, plan_.num_heads, kVDim});
     require_shape(kv_cache, "kv_cache", {plan_.num_pages, plan_.page_size, kQKDim});
     require_contiguous(kv_cache, "kv_cache");
-    VerifyTensors t{.q = q.data(), .kv_cache = kv_cache.data(), .out = out_rw.data()};
+    float scale_value = 0.f;  // CPU: the scale given as a Python float
+    VerifyTensors t{.q = q.data(),
+                    .kv_cache = kv_cache.data(),
+                    .kv_scale = kv_scale_of(kv_scale_array, kv_scale_value, &scale_value),
+                    .out = out_rw.data()};
     half_strides(q, "q", &t.q_stride_token, &t.q_stride_head);
     half_strides(out, "out", &t.out_stride_token, &t.out_stride_head);
     // The backends read q and kv_cache while they write out and lse (the CPU one tile by
@@ -131,6 +163,7 @@ class PyPlan {
     // call would mix written results into what is still to be read.
     require_disjoint(out, "out", q, "q");
     require_disjoint(out, "out", kv_cache, "kv_cache");
+    if (kv_scale_array) require_disjoint(out, "out", *kv_scale_array, "kv_scale");
     if (lse_rw) {
       const nb::ndarray<nb::ro> lse(*lse_rw);
       require_location(lse, "lse", where_);
@@ -140,6 +173,7 @@ class PyPlan {
       require_disjoint(lse, "lse", out, "out");
       require_disjoint(lse, "lse", q, "q");
       require_disjoint(lse, "lse", kv_cache, "kv_cache");
+      if (kv_scale_array) require_disjoint(lse, "lse", *kv_scale_array, "kv_scale");
       t.lse = static_cast<float*>(lse_rw->data());
     }
     if (!where_.cuda()) {
@@ -187,6 +221,49 @@ class PyPlan {
   std::string device() const { return location_name(where_); }
 
  private:
+  static void require_finite_scale(float scale) {
+    if (!std::isfinite(scale))
+      raise_value("kv_scale", fmt::format("{}, expected a finite float", scale));
+  }
+
+  // The kv_scale pointer of a run: a 1-element float32 array on the plan's device (CUDA: read
+  // by the kernel when it runs, never on the host), a Python float (CPU only), or else the
+  // plan's own scale. Null for a 16-bit cache, where giving one is an error.
+  const float* kv_scale_of(const std::optional<InArray>& array, std::optional<float> value,
+                           float* value_slot) const {
+    if (plan_.kv_format != KvFormat::kE4M3) {
+      if (array || value)
+        raise_value("kv_scale", fmt::format("given, but the plan's KV cache is {} (kv_scale is "
+                                            "for kv_dtype='e4m3')",
+                                            dtype_name(plan_.dtype)));
+      return nullptr;
+    }
+    if (array) {
+      require_location(*array, "kv_scale", where_);
+      require_float32(*array, "kv_scale");
+      if (array->size() != 1)
+        raise_value("kv_scale", fmt::format("shape {}, expected one float32 element",
+                                            shape_string(*array)));
+      return static_cast<const float*>(array->data());
+    }
+    if (value) {
+      if (where_.cuda())
+        raise_type("kv_scale",
+                   fmt::format("a Python float, but the plan runs on {}: pass a 1-element "
+                               "float32 tensor there (the kernel reads it; no sync, CUDA-graph "
+                               "safe), or give the float to plan(kv_scale=), which uploads it "
+                               "once with the plan",
+                               location_name(where_)));
+      require_finite_scale(*value);
+      *value_slot = *value;
+      return value_slot;
+    }
+    if (plan_scale_)
+      return where_.cuda() ? reinterpret_cast<const float*>(upload_->part(5)) : &*plan_scale_;
+    raise_value("kv_scale", "missing: an e4m3 KV cache needs its scale (real value = stored x "
+                            "kv_scale): pass kv_scale= to run() or to plan()");
+  }
+
   template <typename Get>
   static void set_index_arrays(VerifyTensors* t, Get get) {
     t->qo_indptr = get(0);
@@ -204,6 +281,8 @@ class PyPlan {
   std::unique_ptr<IndexUpload> upload_;       // CUDA: the device copy of host_
   std::vector<std::shared_ptr<DeviceMemory>> workspaces_;  // CUDA: every workspace it ran on
   uint64_t last_capture_ = 0;                              // CUDA: the graph capture it last ran in
+  std::optional<float> plan_scale_;  // e4m3: the scale given to plan(), if any
+  int32_t scale_bits_ = 0;           // CUDA: its bits, uploaded as part 5
 };
 
 }  // namespace
@@ -212,20 +291,30 @@ void bind_verify(nb::module_& m) {
   nb::class_<PyPlan>(m, "Plan")
       .def(nb::init<HostI32, HostI32, HostI32, HostI32, HostI32, int32_t, int32_t, int64_t,
                     const std::string&, float, const std::string&, int32_t, const std::string&,
-                    int32_t, bool, int32_t, uintptr_t>(),
+                    int32_t, bool, int32_t, uintptr_t, const std::string&,
+                    std::optional<float>>(),
            nb::arg("kv_page_indptr"), nb::arg("kv_page_indices"), nb::arg("kv_len"),
            nb::arg("qo_indptr"), nb::arg("parents"), nb::arg("num_heads"), nb::arg("page_size"),
            nb::arg("num_pages"), nb::arg("dtype"), nb::arg("softmax_scale"), nb::arg("device_type"),
            nb::arg("device_id"), nb::arg("backend"), nb::arg("num_threads"), nb::arg("round_p"),
-           nb::arg("force_config_arch"), nb::arg("stream"))
+           nb::arg("force_config_arch"), nb::arg("stream"), nb::arg("kv_dtype"),
+           nb::arg("kv_scale").none())
       .def("_run", &PyPlan::run, nb::arg("q").noconvert(), nb::arg("kv_cache").noconvert(),
-           nb::arg("out").noconvert(), nb::arg("lse").noconvert().none(), nb::arg("stream"))
+           nb::arg("out").noconvert(), nb::arg("lse").noconvert().none(), nb::arg("stream"),
+           nb::arg("kv_scale_array").noconvert().none(), nb::arg("kv_scale_value").none())
       .def_prop_ro("device", &PyPlan::device)
       .def_prop_ro("backend", [](const PyPlan& p) { return backend_name(p.plan_info().backend); })
       .def_prop_ro("kernel", [](const PyPlan& p) { return p.plan_info().kernel; })
       .def_prop_ro("reason", [](const PyPlan& p) { return p.plan_info().reason; })
       .def_prop_ro("workspace_bytes", [](const PyPlan& p) { return p.plan_info().workspace_bytes; })
       .def_prop_ro("dtype", [](const PyPlan& p) { return dtype_name(p.plan_info().dtype); })
+      .def_prop_ro("kv_dtype",
+                   [](const PyPlan& p) {
+                     const Plan& info = p.plan_info();
+                     return std::string(info.kv_format == KvFormat::kE4M3
+                                            ? "e4m3"
+                                            : dtype_name(info.dtype));
+                   })
       .def_prop_ro("batch_size", [](const PyPlan& p) { return p.plan_info().batch_size; })
       .def_prop_ro("num_heads", [](const PyPlan& p) { return p.plan_info().num_heads; })
       .def_prop_ro("page_size", [](const PyPlan& p) { return p.plan_info().page_size; })

@@ -23,6 +23,36 @@ def from_float(x, dtype):
     return to_bf16_bits(x) if dtype == "bf16" else np.asarray(x, dtype=np.float16)
 
 
+def e4m3_to_float(bits):
+    """OCP e4m3fn bits (uint8) -> float64: bias 7, subnormals, NaN = 0x7f / 0xff."""
+    b = np.asarray(bits, dtype=np.uint8).astype(np.int64)
+    sign = np.where(b & 0x80, -1.0, 1.0)
+    exp, man = (b >> 3) & 15, b & 7
+    value = np.where(exp == 0, man / 8.0 * 2.0**-6, (1 + man / 8.0) * 2.0**(exp - 7))
+    return np.where((b & 0x7F) == 0x7F, np.nan, sign * value)
+
+
+_E4M3_CODES = np.array([c for c in range(256) if c & 0x7F != 0x7F], np.uint8)
+_E4M3_VALUES = e4m3_to_float(_E4M3_CODES)
+_E4M3_ORDER = np.argsort(_E4M3_VALUES, kind="stable")
+
+
+def to_e4m3(x):
+    """float -> the bits of the nearest e4m3fn value (saturating at +-448)."""
+    values, codes = _E4M3_VALUES[_E4M3_ORDER], _E4M3_CODES[_E4M3_ORDER]
+    x = np.clip(np.asarray(x, dtype=np.float64), -448.0, 448.0)
+    hi = np.clip(np.searchsorted(values, x), 1, len(values) - 1)
+    lo = hi - 1
+    pick = np.where(np.abs(values[hi] - x) < np.abs(x - values[lo]), hi, lo)
+    return codes[pick]
+
+
+def with_e4m3_cache(case, kv_scale):
+    """The case with its KV cache re-encoded as e4m3 bits (uint8) of kv_float / kv_scale."""
+    kv = to_float(case["kv_cache"], case["dtype"]).astype(np.float64)
+    return dict(case, kv_cache=to_e4m3(kv / kv_scale), kv_scale=kv_scale)
+
+
 def random_tree(rng, size, kind="random"):
     if size == 0:
         return np.zeros(0, np.int32)
@@ -60,7 +90,10 @@ def reference(case):
     """float64 attention with the tree mask -> (out float64 [total_q, H, 512], lse [total_q, H])."""
     dtype = case["dtype"]
     q = to_float(case["q"], dtype).astype(np.float64)
-    kv = to_float(case["kv_cache"], dtype).astype(np.float64)
+    if "kv_scale" in case:  # an e4m3 cache: exact attention over the dequantized values
+        kv = e4m3_to_float(case["kv_cache"]) * case["kv_scale"]
+    else:
+        kv = to_float(case["kv_cache"], dtype).astype(np.float64)
     page_size = kv.shape[1]
     total_q, H = q.shape[0], q.shape[1]
     out = np.zeros((total_q, H, V))

@@ -34,10 +34,75 @@ def _framework(x):
 
 def raw(x):
     """The array as the extension sees it: ml_dtypes bfloat16 numpy arrays become their uint16
-    bits (numpy cannot export bfloat16 over DLPack)."""
-    if isinstance(x, np.ndarray) and x.dtype.name == "bfloat16":
-        return x.view(np.uint16)
+    bits (numpy cannot export bfloat16 over DLPack), float8_e4m3fn arrays (torch, ml_dtypes)
+    their uint8 bits (a view: DLPack export of float8 is missing from many torch versions)."""
+    if isinstance(x, np.ndarray):
+        if x.dtype.name == "bfloat16":
+            return x.view(np.uint16)
+        if x.dtype.name == "float8_e4m3fn":
+            return x.view(np.uint8)
+    elif _framework(x) == "torch" and str(x.dtype) == "torch.float8_e4m3fn":
+        return x.view(sys.modules["torch"].uint8)
     return x
+
+
+def element_name(x):
+    """The element type's name without the framework prefix: 'bfloat16', 'float8_e4m3fn',
+    'uint8', ... ('' for objects without a dtype)."""
+    return str(getattr(x, "dtype", "")).replace("torch.", "")
+
+
+# Names accepted for kv_dtype='e4m3' (OCP e4m3fn, SGLang's and vLLM's fp8_e4m3).
+_E4M3_NAMES = ("e4m3", "e4m3fn", "fp8_e4m3", "float8_e4m3fn")
+
+
+def kv_dtype_name(kv_dtype):
+    """'e4m3' for an e4m3 KV cache (a name or torch.float8_e4m3fn), 'same' for None."""
+    if kv_dtype is None:
+        return "same"
+    name = str(kv_dtype).replace("torch.", "")
+    if name in _E4M3_NAMES or getattr(kv_dtype, "name", None) == "float8_e4m3fn":
+        return "e4m3"
+    raise ValueError(f"invalid argument: argument 'kv_dtype': {kv_dtype!r} (expected 'e4m3' or "
+                     "torch.float8_e4m3fn for an e4m3 cache, or None for the dtype of q)")
+
+
+def kv_dtype_of(kv_cache, kv_dtype, name="kv_cache"):
+    """The KV cache's format for a call that infers it: 'e4m3' (float8_e4m3fn arrays, or uint8
+    with kv_dtype='e4m3') or 'same' (16-bit arrays); kv_dtype, when given, must agree."""
+    element = element_name(kv_cache)
+    wanted = None if kv_dtype is None else kv_dtype_name(kv_dtype)
+    if element == "float8_e4m3fn":
+        found = "e4m3"
+    elif element == "uint8":
+        if wanted is None:
+            raise TypeError(f"invalid argument: argument 'kv_dtype': {name} is uint8; if it holds "
+                            "e4m3 bits, say so with kv_dtype='e4m3'")
+        found = wanted
+    elif "float8" in element or element == "int8":
+        raise TypeError(f"invalid argument: argument '{name}': dtype {element}; the e4m3 KV "
+                        "cache is float8_e4m3fn (OCP e4m3fn), or uint8 with kv_dtype='e4m3'")
+    else:
+        found = "same"
+    if wanted is not None and wanted != found:
+        raise TypeError(f"invalid argument: argument '{name}': dtype {element}, but "
+                        "kv_dtype='e4m3' (expected float8_e4m3fn, or uint8 holding its bits)")
+    return found
+
+
+def require_kv_dtype(kv_cache, plan_kv_dtype):
+    """A run's KV cache against its plan's kv_dtype ('e4m3' or a half dtype), before raw()."""
+    element = element_name(kv_cache)
+    eight_bit = "float8" in element or element in ("uint8", "int8")
+    if plan_kv_dtype == "e4m3":
+        if element not in ("float8_e4m3fn", "uint8"):
+            raise TypeError(f"invalid argument: argument 'kv_cache': dtype {element or '?'}, "
+                            "expected float8_e4m3fn (or uint8 holding its bits): the plan's "
+                            "kv_dtype is e4m3")
+    elif eight_bit:
+        raise TypeError(f"invalid argument: argument 'kv_cache': dtype {element}, but the plan's "
+                        f"KV cache is {plan_kv_dtype}: make the plan with kv_dtype='e4m3' for an "
+                        "e4m3 cache")
 
 
 def dtype_name(x, dtype=None):

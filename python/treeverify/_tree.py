@@ -146,13 +146,16 @@ def verify_sampling(qo_indptr, parents, tokens, target_probs, draft_probs=None,
 
 
 def commit_kv_paged(kv_cache, kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents,
-                    accepted):
+                    accepted, *, kv_dtype=None):
     """Moves the accepted nodes' KV rows to the front of each tree region, in place, in a host
-    KV cache [num_pages, page_size, 576] (any 16-bit dtype). -> new kv_len [B]."""
+    KV cache [num_pages, page_size, 576]: any 16-bit dtype, or e4m3 (float8_e4m3fn, or uint8
+    bits with kv_dtype='e4m3'; rows of 576 bytes, copied bit for bit: the scale is not
+    needed). -> new kv_len [B]."""
+    kv_format = _arrays.kv_dtype_of(kv_cache, kv_dtype)
     return _ext.commit_kv_paged(
         _arrays.raw(kv_cache), _i32(kv_page_indptr, "kv_page_indptr"),
         _i32(kv_page_indices, "kv_page_indices"), _i32(kv_len, "kv_len"),
-        _i32(qo_indptr, "qo_indptr"), _i32(parents, "parents"), *_paths(accepted))
+        _i32(qo_indptr, "qo_indptr"), _i32(parents, "parents"), *_paths(accepted), kv_format)
 
 
 def commit_slots(slot_indptr, slots, kv_len, qo_indptr, parents, accepted):
