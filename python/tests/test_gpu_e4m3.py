@@ -82,7 +82,8 @@ def test_e4m3_scale_tensors_in_a_cuda_graph():
                                         page_size=1, scale=scale)
             kvs[i].copy_(layer["kv_cache"])
             scales[i].fill_(scale)
-            refs.append(torch_reference(dict(ref_case, q=c["q"])))
+            # The plan's metadata and q, this layer's dequantized cache.
+            refs.append(torch_reference(dict(c, kv_cache=ref_case["kv_cache"])))
         graph.replay()
         torch.cuda.synchronize()
         for i in range(layers):
