@@ -46,7 +46,7 @@ if want sanitize; then
   : >"$out/sanitize.log"
   for tool in memcheck racecheck; do
     timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 $bin/treeverify_gpu_tests \
-      --gtest_brief=1 --gtest_filter='GpuVerify.Heads:GpuVerify.StepDataFollowsThePlan:GpuVerify.ChunkLengths:GpuNonFinite.EveryVariantOnce:KvCommitGpu*' >"$out/sanitize_$tool.tmp" 2>&1
+      --gtest_brief=1 --gtest_filter='GpuVerify.Heads:GpuVerify.StepDataFollowsThePlan:GpuVerify.GraphBringsItsOwnStepData:GpuVerify.ChunkLengths:GpuNonFinite.EveryVariantOnce:GpuE4M3.EveryVariantAndDtype:GpuErrors.StridedQueryMatchesContiguous:KvCommitGpu*' >"$out/sanitize_$tool.tmp" 2>&1
     echo "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$out/sanitize_$tool.tmp" | tr '\n' ' ')"
     cat "$out/sanitize_$tool.tmp" >>"$out/sanitize.log" && rm "$out/sanitize_$tool.tmp"
   done
