@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/strides.h"
 #include "treeverify/tree.h"
 #include "treeverify/types.h"
 
@@ -36,13 +37,13 @@ bool aligned(const void* p, int64_t bytes) {
 //     (each of the two products is bounded by kMaxElems below, their sum by twice that).
 Status validate_strides(const char* token_arg, const char* head_arg, int64_t stride_token,
                         int64_t stride_head, int32_t rows, int32_t num_heads, int64_t width) {
-  const int64_t head = stride_head == 0 ? width : stride_head;
+  const int64_t head = resolve_head_stride(stride_head, width);
   TV_REQUIRE(head >= width, head_arg, "{} = {} with row width {}", head_arg, stride_head, width);
   TV_REQUIRE(head % kLoadAlignElems == 0, head_arg, "{} = {} elements", head_arg, stride_head);
   constexpr int64_t kMaxElems = int64_t{1} << 60;
   TV_REQUIRE(head <= kMaxElems / num_heads, head_arg, "{} = {} with {} heads", head_arg,
              stride_head, num_heads);
-  const int64_t token = stride_token == 0 ? num_heads * head : stride_token;
+  const int64_t token = resolve_token_stride(stride_token, num_heads, head);
   TV_REQUIRE(token >= num_heads * head, token_arg, "{} = {} with {} heads of stride {}", token_arg,
              stride_token, num_heads, head);
   TV_REQUIRE(token % kLoadAlignElems == 0, token_arg, "{} = {} elements", token_arg, stride_token);

@@ -5,22 +5,15 @@
 #include <cstdint>
 
 #include "core/check.h"
+#include "core/strides.h"
 #include "treeverify/half.h"
 #include "treeverify/types.h"
 #include "treeverify/verify.h"
 
 namespace treeverify::detail {
 
-// Strides of VerifyTensors with the "0 means contiguous" rule resolved (verify.h).
-struct Strides {
-  int64_t q_token, q_head, out_token, out_head;
-};
 inline Strides resolve_strides(const Plan& plan, const VerifyTensors& t) {
-  const int64_t h = plan.num_heads;
-  return {t.q_stride_token ? t.q_stride_token : h * kQKDim,
-          t.q_stride_head ? t.q_stride_head : kQKDim,
-          t.out_stride_token ? t.out_stride_token : h * kVDim,
-          t.out_stride_head ? t.out_stride_head : kVDim};
+  return resolve_strides(plan.num_heads, t);
 }
 
 // One request's slice of the batch: T query nodes starting at row q0, L prefix tokens, then the

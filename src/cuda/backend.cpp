@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/cuda_backend.h"
+#include "core/strides.h"
 #include "cuda/common/combine.cuh"
 #include "cuda/common/constants.h"
 #include "cuda/common/tree_mask.cuh"
@@ -72,12 +73,11 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
     record_step_data(workspace, plan.id, arrays);
   }
 
-  const int64_t q_head = t.q_stride_head ? t.q_stride_head : kQKDim;
-  const int64_t o_head = t.out_stride_head ? t.out_stride_head : kVDim;
+  const Strides strides = resolve_strides(plan.num_heads, t);
   cuda::mma::VerifyKernelParams kp{
       .q = t.q,
-      .q_stride_token = t.q_stride_token ? t.q_stride_token : plan.num_heads * q_head,
-      .q_stride_head = q_head,
+      .q_stride_token = strides.q_token,
+      .q_stride_head = strides.q_head,
       .kv = t.kv_cache,
       .kv_scale = t.kv_scale,
       .kv_page_indptr = t.kv_page_indptr,
@@ -87,8 +87,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .tree_mask = mask,
       .mask_words = words,
       .out = t.out,
-      .out_stride_token = t.out_stride_token ? t.out_stride_token : plan.num_heads * o_head,
-      .out_stride_head = o_head,
+      .out_stride_token = strides.out_token,
+      .out_stride_head = strides.out_head,
       .lse = t.lse,
       .part_out = part_out,
       .part_lse = part_lse,

@@ -174,6 +174,47 @@ TEST(CpuFast, StridesNullLseAndNothingWrittenOnFailure) {
   }
 }
 
+// Head strides given and token strides left 0 (contiguous): a token is then H head strides,
+// not H rows of 576 / 512, on both CPU backends (they once disagreed with validation and the
+// CUDA launch on this).
+TEST(CpuFast, HeadStridesAloneMeanTokensOfHHeadStrides) {
+  CaseSpec spec;
+  spec.num_heads = 3;
+  spec.tree_sizes = {4, 2};
+  spec.prefix_lens = {70, 20};
+  spec.page_size = 8;
+  const HostCase c = treeverify::testing::make_case(spec);
+  const int heads = spec.num_heads, total_q = c.total_q();
+  const int64_t qsh = 600, osh = 520;
+  std::vector<uint16_t> q(total_q * heads * qsh, 0x7e00);  // NaN padding: read, it shows
+  for (int64_t row = 0; row < total_q; ++row)
+    for (int h = 0; h < heads; ++h)
+      std::copy_n(&c.q[(row * heads + h) * treeverify::kQKDim], treeverify::kQKDim,
+                  &q[(row * heads + h) * qsh]);
+  for (treeverify::Backend backend :
+       {treeverify::Backend::kCpuFast, treeverify::Backend::kCpuReference}) {
+    treeverify::Plan plan;
+    ASSERT_TRUE(treeverify::plan(c.problem(), {.backend = backend, .num_threads = 2}, &plan).ok());
+    std::vector<uint16_t> dense(c.out_elems()), out(total_q * heads * osh, 0x7e00);
+    std::vector<float> lse(c.lse_elems()), lse2(c.lse_elems());
+    std::vector<char> ws(plan.workspace_bytes);
+    const treeverify::VerifyTensors dense_t = c.tensors(dense.data(), lse.data());
+    ASSERT_TRUE(treeverify::run(plan, dense_t, ws.data(), ws.size()).ok());
+    treeverify::VerifyTensors t = c.tensors(out.data(), lse2.data());
+    t.q = q.data();
+    t.q_stride_head = qsh;
+    t.out_stride_head = osh;
+    const treeverify::Status st = treeverify::run(plan, t, ws.data(), ws.size());
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(lse, lse2) << treeverify::backend_name(backend);
+    for (int64_t r = 0; r < total_q * heads; ++r) {
+      ASSERT_TRUE(std::equal(&dense[r * kVDim], &dense[(r + 1) * kVDim], &out[r * osh]))
+          << treeverify::backend_name(backend) << " row " << r;
+      for (int64_t i = kVDim; i < osh; ++i) ASSERT_EQ(out[r * osh + i], 0x7e00);
+    }
+  }
+}
+
 // plan() + run() reach the same backends: bit-identical to calling them directly.
 TEST(CpuFast, DispatchRunsTheSameBackends) {
   CaseSpec spec;
