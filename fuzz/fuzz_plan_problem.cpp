@@ -50,13 +50,13 @@ std::string fingerprint(const Plan& p) {
                     int64_t(p.options.force_config_arch),
                     int64_t(p.options.force_chunk_tokens),
                     int64_t(p.options.force_rows_per_cta),
-                    int64_t(p.chunk_tokens),
-                    int64_t(p.num_chunks),
-                    int64_t(p.config_arch),
+                    int64_t(p.state.chunk_tokens),
+                    int64_t(p.state.num_chunks),
+                    int64_t(p.state.config_arch),
                     int64_t(p.device),
-                    int64_t(p.variant),
-                    int64_t(p.id),
-                    int64_t(p.programmatic_combine)}) {
+                    int64_t(p.state.variant),
+                    int64_t(p.state.id),
+                    int64_t(p.state.programmatic_combine)}) {
     s += "|" + std::to_string(v);
   }
   return s;
@@ -75,9 +75,10 @@ Plan sentinel_plan() {
   p.softmax_scale = -3.5f;
   p.options.backend = static_cast<Backend>(55);
   p.options.num_threads = 17;
-  p.chunk_tokens = 5, p.num_chunks = 6, p.config_arch = 7, p.device = 8, p.variant = 9;
-  p.id = 0xdeadbeef;
-  p.programmatic_combine = true;
+  p.state.chunk_tokens = 5, p.state.num_chunks = 6, p.state.config_arch = 7, p.device = 8;
+  p.state.variant = 9;
+  p.state.id = 0xdeadbeef;
+  p.state.programmatic_combine = true;
   return p;
 }
 

@@ -117,8 +117,8 @@ int run_doctor(const DoctorFlags& flags) {
         p["kernel"] = r.plan.kernel;
         p["reason"] = r.plan.reason;
         p["workspace_bytes"] = r.plan.workspace_bytes;
-        p["chunk_tokens"] = r.plan.chunk_tokens;
-        p["num_chunks"] = r.plan.num_chunks;
+        p["chunk_tokens"] = r.plan.state.chunk_tokens;
+        p["num_chunks"] = r.plan.state.num_chunks;
       } else {
         p["error"] = r.status.to_string();
       }

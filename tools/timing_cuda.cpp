@@ -140,7 +140,7 @@ class DeviceRunner final : public Runner {
     // run alternating between the two rebuilds it (the mask, the pointer checks), which is
     // what every run did before the step data was kept per plan.
     Plan other = plan_;
-    other.id = ~plan_.id;
+    other.state.id = ~plan_.state.id;
     // One repetition: flush, then `layers` runs; returns host enqueue us per run and GPU ms.
     auto loop = [&](bool rebuild, double* enqueue_us, double* gpu_ms) -> Status {
       TV_RETURN_IF_ERROR(flush(0));

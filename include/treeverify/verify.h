@@ -99,6 +99,19 @@ struct PlanOptions {
   int force_rows_per_cta = 0;
 };
 
+namespace detail {
+// What plan() hands run() beyond Plan's public fields: backend state, not part of the API
+// (it may change between versions; Plan::kernel and Plan::reason say what was chosen).
+struct PlanState {
+  // Split-KV schedule (CUDA backends): each request's KV sequence (prefix and tree) is cut
+  // into chunks of chunk_tokens; num_chunks is the largest chunk count of any request.
+  int32_t chunk_tokens = 0, num_chunks = 0, config_arch = 0;
+  int32_t variant = 0;  // backend-specific kernel variant (CUDA: rows per CTA and stages)
+  uint64_t id = 0;      // CUDA: distinct for each plan() call; names the step data in a workspace
+  bool programmatic_combine = false;  // CUDA: the split combine overlaps the main kernel's tail
+};
+}  // namespace detail
+
 // The decision plan() took; pass it to run() for every layer of the step.
 struct Plan {
   Backend backend = Backend::kAuto;  // the backend chosen (never kAuto after a successful plan)
@@ -113,13 +126,9 @@ struct Plan {
   KvFormat kv_format = KvFormat::kSameAsQ;
   float softmax_scale = 0.f;
   PlanOptions options;
+  int32_t device = -1;  // CUDA backends: the device ordinal the plan is for
 
-  // Split-KV schedule (CUDA backends): each request's KV sequence (prefix and tree) is cut
-  // into chunks of chunk_tokens; num_chunks is the largest chunk count of any request.
-  int32_t chunk_tokens = 0, num_chunks = 0, config_arch = 0, device = -1;
-  int32_t variant = 0;  // backend-specific kernel variant (CUDA: rows per CTA and stages)
-  uint64_t id = 0;      // CUDA: distinct for each plan() call; names the step data in a workspace
-  bool programmatic_combine = false;  // CUDA: the split combine overlaps the main kernel's tail
+  detail::PlanState state;  // the backend's internals: not part of the API
 };
 
 // Validates every input of the problem (docs/DESIGN.md section 3) and chooses a backend, a kernel

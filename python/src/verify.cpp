@@ -320,7 +320,7 @@ void bind_verify(nb::module_& m) {
       .def_prop_ro("page_size", [](const PyPlan& p) { return p.plan_info().page_size; })
       .def_prop_ro("num_pages", [](const PyPlan& p) { return p.plan_info().num_pages; })
       .def_prop_ro("total_q", [](const PyPlan& p) { return p.plan_info().total_q; })
-      .def_prop_ro("num_chunks", [](const PyPlan& p) { return p.plan_info().num_chunks; });
+      .def_prop_ro("num_chunks", [](const PyPlan& p) { return p.plan_info().state.num_chunks; });
 
   // For tests: what the binding allocated, freed and enqueued so far, and the workspace cache.
   m.def("_memory_stats", [] {

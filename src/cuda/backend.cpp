@@ -56,7 +56,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   if (capturing != cudaStreamCaptureStatusActive) capture_id = 0;
   const StepArrays arrays{t.qo_indptr,       t.kv_len,  t.kv_page_indptr,
                           t.kv_page_indices, t.parents, capture_id};
-  if (!holds_step_data(workspace, plan.id, arrays)) {
+  if (!holds_step_data(workspace, plan.state.id, arrays)) {
     TV_RETURN_IF_ERROR(require_device_pointer(t.qo_indptr, "qo_indptr"));
     TV_RETURN_IF_ERROR(require_device_pointer(t.kv_len, "kv_len"));
     TV_RETURN_IF_ERROR(require_device_pointer(t.kv_page_indptr, "kv_page_indptr"));
@@ -70,7 +70,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
         return cuda_error("build_tree_mask launch", err);
     }
     // Recorded for plans without a mask too: their partials may overwrite another plan's.
-    record_step_data(workspace, plan.id, arrays);
+    record_step_data(workspace, plan.state.id, arrays);
   }
 
   const Strides strides = resolve_strides(plan.num_heads, t);
@@ -94,14 +94,14 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .part_lse = part_lse,
       .num_heads = plan.num_heads,
       .page_shift = __builtin_ctz(static_cast<unsigned>(plan.page_size)),
-      .chunk_tokens = plan.chunk_tokens,
-      .num_chunks = plan.num_chunks,
+      .chunk_tokens = plan.state.chunk_tokens,
+      .num_chunks = plan.state.num_chunks,
       .total_rows = rows,
       .scale_log2 = plan.softmax_scale * cuda::kLog2e,
   };
   const cudaError_t err =
-      cuda::mma::with_variant(static_cast<VariantId>(plan.variant), [&]<typename V>(V) {
-        const dim3 grid((max_rows + V::kRows - 1) / V::kRows, plan.num_chunks, plan.batch_size);
+      cuda::mma::with_variant(static_cast<VariantId>(plan.state.variant), [&]<typename V>(V) {
+        const dim3 grid((max_rows + V::kRows - 1) / V::kRows, plan.state.num_chunks, plan.batch_size);
         if (plan.kv_format == KvFormat::kE4M3)
           return plan.dtype == DType::kBF16
                      ? cuda::mma::launch_verify<__nv_bfloat16, V, true>(kp, grid, stream)
@@ -112,7 +112,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       });
   if (err != cudaSuccess) return cuda_error("verify_mma_kernel launch", err);
 
-  if (plan.num_chunks > 1) {
+  if (plan.state.num_chunks > 1) {
     cuda::CombineParams cp{
         .part_out = part_out,
         .part_lse = part_lse,
@@ -121,15 +121,15 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
         .batch = plan.batch_size,
         .max_rows = max_rows,
         .num_heads = plan.num_heads,
-        .chunk_tokens = plan.chunk_tokens,
-        .num_chunks = plan.num_chunks,
+        .chunk_tokens = plan.state.chunk_tokens,
+        .num_chunks = plan.state.num_chunks,
         .total_rows = rows,
         .out = t.out,
         .out_stride_token = kp.out_stride_token,
         .out_stride_head = kp.out_stride_head,
         .lse = t.lse,
     };
-    if (cudaError_t e = cuda::launch_combine(cp, plan.dtype, plan.programmatic_combine, stream);
+    if (cudaError_t e = cuda::launch_combine(cp, plan.dtype, plan.state.programmatic_combine, stream);
         e != cudaSuccess)
       return cuda_error("combine launch", e);
   }

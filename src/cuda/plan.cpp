@@ -221,19 +221,19 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                   "schedule", "{} chunks x {} row blocks exceed the grid", sched.num_chunks,
                   sched.max_row_blocks);
 
-  plan->id = new_plan_id();
+  plan->state.id = new_plan_id();
   plan->device = device.ordinal;
-  plan->config_arch = config_arch;
-  plan->variant = static_cast<int32_t>(chosen);
-  plan->chunk_tokens = sched.chunk_tokens;
-  plan->num_chunks = sched.num_chunks;
+  plan->state.config_arch = config_arch;
+  plan->state.variant = static_cast<int32_t>(chosen);
+  plan->state.chunk_tokens = sched.chunk_tokens;
+  plan->state.num_chunks = sched.num_chunks;
   // A programmatic launch hides the combine's launch behind the main kernel's tail. With the
   // combine of one CTA a row, 64-row grids measured slower with it (V1 0.244 -> 0.262 ms);
   // with the combine split over columns and warps (H200, 2026-11-30, two machine starts):
   // V1 0.1981 -> 0.1952 ms, D2 0.1983 -> 0.1958, S1 0.0312 -> 0.0289, so every variant uses
   // it. griddepcontrol exists in code compiled for sm_90+ (kernel_arch), not merely on the
   // device.
-  plan->programmatic_combine = device.kernel_arch >= 90;
+  plan->state.programmatic_combine = device.kernel_arch >= 90;
   const VariantFacts& f = chosen_facts;
   plan->kernel = fmt::format("cuda-mma/{}{}/{}/sm{}-config", dtype_name(problem.dtype),
                              e4m3 ? "-e4m3kv" : "", f.name, config_arch);

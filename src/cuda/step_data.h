@@ -23,7 +23,7 @@ struct StepArrays {
   bool operator==(const StepArrays&) const = default;
 };
 
-// A new plan id, distinct within the process (Plan::id).
+// A new plan id, distinct within the process (Plan::state.id).
 uint64_t new_plan_id();
 
 // Whether `workspace` holds the step data of plan `plan_id` built from `arrays`, i.e. the last

@@ -144,7 +144,7 @@ TEST(GpuVerify, StepDataFollowsThePlan) {
   Plan pa, pb;
   ASSERT_TRUE(plan(a.problem(), o, &pa).ok());
   ASSERT_TRUE(plan(b.problem(), o, &pb).ok());
-  ASSERT_NE(pa.id, pb.id);
+  ASSERT_NE(pa.state.id, pb.state.id);
   DeviceCase da(a), db(b);
   const size_t bytes = std::max(pa.workspace_bytes, pb.workspace_bytes);
   void* ws = nullptr;
