@@ -141,45 +141,50 @@ class DeviceRunner final : public Runner {
     // what every run did before the step data was kept per plan.
     Plan other = plan_;
     other.state.id = ~plan_.state.id;
-    // One repetition: flush, then `layers` runs; returns host enqueue us per run and GPU ms.
-    auto loop = [&](bool rebuild, double* enqueue_us, double* gpu_ms) -> Status {
+    // One repetition: flush, then `enqueue`; host us spent in it and GPU ms of what it queued.
+    auto timed = [&](auto&& enqueue, double* host_us, double* gpu_ms) -> Status {
       TV_RETURN_IF_ERROR(flush(0));
       TV_CUDA_TRY(cudaStreamSynchronize(stream_));
       TV_CUDA_TRY(cudaEventRecord(start_, stream_));
       const auto t0 = Clock::now();
-      for (int l = 0; l < layers; ++l) {
-        TV_RETURN_IF_ERROR(call(rebuild && (l % 2 == 1) ? other : plan_));
-      }
+      TV_RETURN_IF_ERROR(enqueue());
       const auto t1 = Clock::now();
       TV_CUDA_TRY(cudaEventRecord(stop_, stream_));
       TV_CUDA_TRY(cudaEventSynchronize(stop_));
       float ms = 0;
       TV_CUDA_TRY(cudaEventElapsedTime(&ms, start_, stop_));
-      *enqueue_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / layers;
+      *host_us = std::chrono::duration<double, std::micro>(t1 - t0).count();
       *gpu_ms = ms;
       return Status::Ok();
     };
-    auto median_of = [&](auto&& one, double* a, double* b) -> Status {
-      std::vector<double> as, bs;
-      for (int r = 0; r < reps + 1; ++r) {  // the first is a warm-up
-        double x = 0, y = 0;
-        TV_RETURN_IF_ERROR(one(&x, &y));
-        if (r > 0) as.push_back(x), bs.push_back(y);
+    // The median of `reps` repetitions after a warm-up one.
+    auto median_of = [&](auto&& enqueue, double* host_us, double* gpu_ms) -> Status {
+      std::vector<double> hs, gs;
+      for (int r = 0; r < reps + 1; ++r) {
+        double h = 0, g = 0;
+        TV_RETURN_IF_ERROR(timed(enqueue, &h, &g));
+        if (r > 0) hs.push_back(h), gs.push_back(g);
       }
-      *a = median(as);
-      *b = median(bs);
+      *host_us = median(hs);
+      *gpu_ms = median(gs);
       return Status::Ok();
     };
+    auto layer_runs = [&](bool rebuild) {
+      return [&, rebuild]() -> Status {
+        for (int l = 0; l < layers; ++l)
+          TV_RETURN_IF_ERROR(call(rebuild && (l % 2 == 1) ? other : plan_));
+        return Status::Ok();
+      };
+    };
     times->layers = layers;
-    TV_RETURN_IF_ERROR(median_of([&](double* a, double* b) { return loop(false, a, b); },
-                                 &times->enqueue_us, &times->gpu_ms));
-    TV_RETURN_IF_ERROR(median_of([&](double* a, double* b) { return loop(true, a, b); },
-                                 &times->rebuild_enqueue_us, &times->rebuild_gpu_ms));
-    // The loop captured once (the plan's step data already in the workspace, as after any
-    // first run), then replayed: host time of cudaGraphLaunch and GPU time of the replay.
+    TV_RETURN_IF_ERROR(median_of(layer_runs(false), &times->enqueue_us, &times->gpu_ms));
+    TV_RETURN_IF_ERROR(
+        median_of(layer_runs(true), &times->rebuild_enqueue_us, &times->rebuild_gpu_ms));
+    times->enqueue_us /= layers;
+    times->rebuild_enqueue_us /= layers;
+    // The loop captured once, then replayed: host time of cudaGraphLaunch and GPU time of the
+    // replay (the graph builds its plan's step data itself: its first run is a capture's).
     if (!graph_exec_) {
-      TV_RETURN_IF_ERROR(call(plan_));
-      TV_CUDA_TRY(cudaStreamSynchronize(stream_));
       cudaGraph_t graph = nullptr;
       TV_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
       Status captured = Status::Ok();
@@ -192,19 +197,8 @@ class DeviceRunner final : public Runner {
       TV_CUDA_TRY(inst);
     }
     return median_of(
-        [&](double* launch_us, double* gpu_ms) -> Status {
-          TV_RETURN_IF_ERROR(flush(0));
-          TV_CUDA_TRY(cudaStreamSynchronize(stream_));
-          TV_CUDA_TRY(cudaEventRecord(start_, stream_));
-          const auto t0 = Clock::now();
+        [&]() -> Status {
           TV_CUDA_TRY(cudaGraphLaunch(graph_exec_, stream_));
-          const auto t1 = Clock::now();
-          TV_CUDA_TRY(cudaEventRecord(stop_, stream_));
-          TV_CUDA_TRY(cudaEventSynchronize(stop_));
-          float ms = 0;
-          TV_CUDA_TRY(cudaEventElapsedTime(&ms, start_, stop_));
-          *launch_us = std::chrono::duration<double, std::micro>(t1 - t0).count();
-          *gpu_ms = ms;
           return Status::Ok();
         },
         &times->graph_launch_us, &times->graph_gpu_ms);
