@@ -74,6 +74,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   }
 
   const Strides strides = resolve_strides(plan.num_heads, t);
+  // One request: the kernels take its metadata from the plan (the arrays must hold the same).
+  const bool one_request = plan.batch_size == 1;
   cuda::mma::VerifyKernelParams kp{
       .q = t.q,
       .q_stride_token = strides.q_token,
@@ -96,6 +98,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .page_shift = __builtin_ctz(static_cast<unsigned>(plan.page_size)),
       .chunk_tokens = plan.state.chunk_tokens,
       .num_chunks = plan.state.num_chunks,
+      .one_request_nodes = one_request ? plan.total_q : 0,
+      .one_request_kv_len = one_request ? static_cast<int32_t>(plan.max_kv_len) : 0,
       .total_rows = rows,
       .scale_log2 = plan.softmax_scale * cuda::kLog2e,
   };
@@ -124,6 +128,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
         .chunk_tokens = plan.state.chunk_tokens,
         .num_chunks = plan.state.num_chunks,
         .total_rows = rows,
+        .one_request_nodes = kp.one_request_nodes,
+        .one_request_kv_len = kp.one_request_kv_len,
         .out = t.out,
         .out_stride_token = kp.out_stride_token,
         .out_stride_head = kp.out_stride_head,

@@ -21,6 +21,10 @@ struct CombineParams {
   int32_t chunk_tokens;
   int32_t num_chunks;        // the most chunks of any request
   int64_t total_rows;        // total_q * H
+  // Batch 1: the request's node count and kv_len (the plan's), read from here instead of
+  // qo_indptr and kv_len; 0 for larger batches.
+  int32_t one_request_nodes;
+  int32_t one_request_kv_len;
   void* out;                 // [total_q, H, 512] dtype
   int64_t out_stride_token;  // elements
   int64_t out_stride_head;   // elements

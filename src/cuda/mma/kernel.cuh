@@ -163,7 +163,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     if (threadIdx.x == 0) {
       for (int s = 0; s < V::kStages; ++s) mbar_init(s_bar + s * 8);
       mbar_init_fence();
-    }  // load_q's barrier publishes them before the first copy
+    }  // the prologue's first barrier publishes them before the first copy
   }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -193,16 +193,38 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     load_ids(tile + kIdxAhead);
     cp_async_commit();  // always, so the group count per tile stays uniform
   };
-  for (int t = 0; t < kIdxAhead; ++t) load_ids(t);  // land with Q (load_q waits for all)
-
-  uint32_t qf[V::kQKMTiles][kKSteps][4];
-  load_q<V>(p, w, s_kv, kgroup, sub / V::kQKTokenGroups, qf);
-
-  // A barrier between prologue copies: load(s) reuses the page-id slot load(s - 1) reads.
+  // The prologue. The page-table entries of the first tiles, then Q (copy groups of their
+  // own); the first kStages - 1 tiles' copies need only the entries. A barrier between those
+  // copies: load(s) reuses the page-id slot load(s - 1) reads.
+  for (int t = 0; t < kIdxAhead; ++t) load_ids(t);
+  cp_async_commit();
+  const uint32_t s_q = s_kv + V::kQOffset;
+  copy_q<V>(p, w, s_q);
+  cp_async_commit();
+  auto prologue_copies = [&] {
 #pragma unroll
-  for (int s = 0; s < V::kStages - 1; ++s) {
-    if (s > 0) __syncthreads();
-    load(s);
+    for (int s = 0; s < V::kStages - 1; ++s) {
+      if (s > 0) __syncthreads();
+      load(s);
+    }
+  };
+  uint32_t qf[V::kQKMTiles][kKSteps][4];
+  if constexpr (V::kQBesideCopies) {
+    // Q lands beyond the stages these copies fill, and the loop's first copy into its stage
+    // (or first store to s_red) comes after a CTA barrier that follows every warp's
+    // q_fragments.
+    cp_async_wait<1>();  // the entries have landed (Q may still be in flight)
+    __syncthreads();     // ... for every thread; also publishes the bulk copies' mbarriers
+    prologue_copies();
+    cp_async_wait<V::kStages - 1>();  // Q has landed (the tiles' copies may still be in flight)
+    __syncthreads();
+    q_fragments<V>(s_q, kgroup, sub / V::kQKTokenGroups, qf);
+  } else {
+    cp_async_wait<0>();
+    __syncthreads();
+    q_fragments<V>(s_q, kgroup, sub / V::kQKTokenGroups, qf);
+    __syncthreads();  // Q's buffer becomes a KV stage
+    prologue_copies();
   }
 
   float o[V::kOMTiles][V::kONTiles][4] = {};

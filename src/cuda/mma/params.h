@@ -28,6 +28,11 @@ struct VerifyKernelParams {
   int32_t page_shift;    // log2(page_size)
   int32_t chunk_tokens;  // multiple of the variant's kTokens
   int32_t num_chunks;    // grid.y: the most chunks any request has
+  // Batch 1: the request's node count and kv_len, the plan's (the index arrays must hold the
+  // values plan() was given, verify.h), so a CTA reads no metadata from memory before its
+  // first copies; 0 for larger batches, which read qo_indptr, kv_len and kv_page_indptr.
+  int32_t one_request_nodes;
+  int32_t one_request_kv_len;
   int64_t total_rows;    // total_q * H
   float scale_log2;      // softmax_scale * log2(e): scores in log2 units
 };

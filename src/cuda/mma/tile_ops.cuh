@@ -41,17 +41,19 @@ __device__ __forceinline__ bool cta_work(const VerifyKernelParams& p, CtaWork* w
       return a[i];
   };
   const int b = blockIdx.z;
-  w->q0 = ld(p.qo_indptr, b);
-  const int nodes = ld(p.qo_indptr, b + 1) - w->q0;
+  // One request: its metadata is in the parameters (qo_indptr[0] = kv_page_indptr[0] = 0).
+  const bool one = p.one_request_kv_len > 0;
+  w->q0 = one ? 0 : ld(p.qo_indptr, b);
+  const int nodes = one ? p.one_request_nodes : ld(p.qo_indptr, b + 1) - w->q0;
   w->rows_b = nodes * p.num_heads;
   w->row0 = blockIdx.x * V::kRows;
   if (w->row0 >= w->rows_b) return false;
-  const int kv_len = ld(p.kv_len, b);
+  const int kv_len = one ? p.one_request_kv_len : ld(p.kv_len, b);
   w->prefix = kv_len - nodes;
   w->tok_begin = blockIdx.y * p.chunk_tokens;
   if (w->tok_begin >= kv_len) return false;
   w->tok_end = min(kv_len, w->tok_begin + p.chunk_tokens);
-  w->page_base = ld(p.kv_page_indptr, b);
+  w->page_base = one ? 0 : ld(p.kv_page_indptr, b);
   w->final_out = kv_len <= p.chunk_tokens;
   return true;
 }
@@ -212,12 +214,11 @@ __device__ __forceinline__ void dequantize_tile(uint8_t* stage) {
   }
 }
 
-// Stages the CTA's kRows query rows in `buf` (rows past the request are zero) and loads this
-// warp's k-slice of its row group into registers as mma A fragments.
+// Copies the CTA's kRows query rows into `buf` (rows past the request are zero filled) by
+// cp.async, without committing them: the caller's commit closes their group.
 template <typename V>
-__device__ __forceinline__ void load_q(const VerifyKernelParams& p, const CtaWork& w, uint32_t buf,
-                                       int kgroup, int rgroup,
-                                       uint32_t (&qf)[V::kQKMTiles][kKSteps][4]) {
+__device__ __forceinline__ void copy_q(const VerifyKernelParams& p, const CtaWork& w,
+                                       uint32_t buf) {
   constexpr int kThreadsPerRow = kThreads / V::kRows;  // 4, 8 or 16
   constexpr int kChunks = kQKDim * 2 / 16;
   const int r = threadIdx.x / kThreadsPerRow;
@@ -232,9 +233,13 @@ __device__ __forceinline__ void load_q(const VerifyKernelParams& p, const CtaWor
   }
   for (int c = sub; c < kChunks; c += kThreadsPerRow)
     cp_async_16(buf + r * kKVRowBytes + c * 16, src + (bytes ? c * 16 : 0), bytes);
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
+}
+
+// Loads this warp's k-slice of its row group from the staged Q rows in `buf` (copy_q, landed
+// and published by a barrier) into registers as mma A fragments.
+template <typename V>
+__device__ __forceinline__ void q_fragments(uint32_t buf, int kgroup, int rgroup,
+                                            uint32_t (&qf)[V::kQKMTiles][kKSteps][4]) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int mt = 0; mt < V::kQKMTiles; ++mt) {
@@ -245,7 +250,6 @@ __device__ __forceinline__ void load_q(const VerifyKernelParams& p, const CtaWor
       ldmatrix_x4(qf[mt][ks], buf + row * kKVRowBytes + col * 2);
     }
   }
-  __syncthreads();  // the buffer becomes a KV stage
 }
 
 // Partial scores of this warp's k-slice: its row group against its token group of the tile,
