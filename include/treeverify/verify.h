@@ -109,6 +109,7 @@ struct PlanState {
   int32_t variant = 0;  // backend-specific kernel variant (CUDA: rows per CTA and stages)
   uint64_t id = 0;      // CUDA: distinct for each plan() call; names the step data in a workspace
   bool programmatic_combine = false;  // CUDA: the split combine overlaps the main kernel's tail
+  int32_t device_sms = 0;             // CUDA: SMs of Plan::device (the combine's block size)
 };
 }  // namespace detail
 

@@ -135,7 +135,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
         .out_stride_head = kp.out_stride_head,
         .lse = t.lse,
     };
-    if (cudaError_t e = cuda::launch_combine(cp, plan.dtype, plan.state.programmatic_combine, stream);
+    if (cudaError_t e = cuda::launch_combine(cp, plan.dtype, plan.state.programmatic_combine,
+                                             plan.state.device_sms, stream);
         e != cudaSuccess)
       return cuda_error("combine launch", e);
   }

@@ -234,6 +234,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   // it. griddepcontrol exists in code compiled for sm_90+ (kernel_arch), not merely on the
   // device.
   plan->state.programmatic_combine = device.kernel_arch >= 90;
+  plan->state.device_sms = device.sm_count;
   const VariantFacts& f = chosen_facts;
   plan->kernel = fmt::format("cuda-mma/{}{}/{}/sm{}-config", dtype_name(problem.dtype),
                              e4m3 ? "-e4m3kv" : "", f.name, config_arch);

@@ -33,9 +33,10 @@ struct CombineParams {
 
 // Writes out/lse for every row whose request was split into more than one chunk (rows of
 // single-chunk requests were written by the main kernel and are left alone). `programmatic`
-// (sm_90+ devices) launches it as a programmatic dependent of the main kernel just enqueued.
+// (sm_90+ devices) launches it as a programmatic dependent of the main kernel just enqueued;
+// `device_sms` (the device's SM count) sizes its blocks.
 cudaError_t launch_combine(const CombineParams& p, DType dtype, bool programmatic,
-                           cudaStream_t stream);
+                           int device_sms, cudaStream_t stream);
 
 // merge_state on device pointers; rows of width head_dim, contiguous.
 void launch_merge_state(DType dtype, int64_t num_rows, int32_t head_dim, const void* v_a,
