@@ -104,7 +104,7 @@ class PyPlan {
     } else {
       raise_value("device", fmt::format("'{}' (expected 'cpu' or 'cuda')", device_type));
     }
-    problem_ = VerifyProblem{
+    const VerifyProblem problem{
         .batch_size = static_cast<int32_t>(batch),
         .num_heads = num_heads,
         .page_size = page_size,
@@ -118,8 +118,7 @@ class PyPlan {
         .kv_page_indices = host_[3].data(),
         .parents = host_[4].data(),
     };
-    options_ = options;
-    check(plan(problem_, options_, &plan_));
+    check(plan(problem, options, &plan_));
     plan_scale_ = kv_scale;
     if (where_.cuda()) {
       // A plan's scale travels with the index arrays: one more part of the same upload, so it
@@ -186,17 +185,13 @@ class PyPlan {
       check(status);
       return;
     }
-    // CUDA. What follows changes the plan and is done under the GIL; runs of one plan from
-    // several threads at once are not supported (they would share a workspace unordered).
+    // CUDA. What follows changes the plan's upload and workspaces and is done under the GIL;
+    // runs of one plan from several threads at once are not supported (they would share a
+    // workspace unordered).
     DeviceGuard guard(where_.device_id);
+    // In a capture, the plan's first run builds the ancestor mask inside the graph (run() keys
+    // the step data on the capture), so no replay relies on a mask another run left there.
     const uint64_t capture = capture_id(stream);
-    if (capture != 0 && capture != last_capture_) {
-      // A new plan id makes the capture's first run rebuild the ancestor mask inside the
-      // graph, so that every replay rebuilds it: a graph never relies on a mask an eager run
-      // (or another graph) left in the workspace.
-      check(plan(problem_, options_, &plan_));
-      last_capture_ = capture;
-    }
     upload_->order_after(stream, capture);
     set_index_arrays(&t, [&](size_t i) { return upload_->part(i); });
     void* workspace = nullptr;
@@ -274,13 +269,10 @@ class PyPlan {
   }
 
   Plan plan_;
-  VerifyProblem problem_;  // points into host_; kept to plan again under a new id
-  PlanOptions options_;
   Location where_;                            // cpu unless a CUDA device was asked for
   std::array<std::vector<int32_t>, 5> host_;  // qo_indptr, kv_len, kv_page_indptr, indices, parents
   std::unique_ptr<IndexUpload> upload_;       // CUDA: the device copy of host_
   std::vector<std::shared_ptr<DeviceMemory>> workspaces_;  // CUDA: every workspace it ran on
-  uint64_t last_capture_ = 0;                              // CUDA: the graph capture it last ran in
   std::optional<float> plan_scale_;  // e4m3: the scale given to plan(), if any
   int32_t scale_bits_ = 0;           // CUDA: its bits, uploaded as part 5
 };

@@ -341,7 +341,9 @@ def test_graph_replay_and_eager_runs_on_one_stream_keep_their_masks():
 
 def test_graphs_captured_on_one_stream_each_rebuild_their_mask():
     # Graphs captured on one stream share its workspace: each must rebuild its own plan's
-    # mask when replayed, even where the plan ran on that workspace before the capture.
+    # mask when replayed, even where the plan ran on that workspace before the capture. p is
+    # captured with the plan (id and arrays) of its eager run on that workspace: only the
+    # library's capture key (run() keys the step data on the capture) makes graph_p build it.
     cp = make_case(14, [300, 40], [12, 5], num_heads=16, page_size=1)
     cq = make_case(15, [180], [15], num_heads=16, page_size=1)
     p, q = plan_for(cp, host_copies(cp)), plan_for(cq, host_copies(cq))
@@ -356,10 +358,12 @@ def test_graphs_captured_on_one_stream_each_rebuild_their_mask():
     def workspace_of_s():
         return [w for w in tv._ext._cached_workspaces() if w["stream"] == s.cuda_stream]
 
+    eager = workspace_of_s()
     graph_p, graph_q = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph_p, stream=s):
         p.run(cp["q"], cp["kv_cache"], out=out_p, lse=lse_p)
     shared = workspace_of_s()
+    assert shared == eager  # the capture ran on the workspace that holds p's mask
     with torch.cuda.graph(graph_q, stream=s):
         q.run(cq["q"], cq["kv_cache"], out=out_q, lse=lse_q)
     assert workspace_of_s() == shared  # both graphs use the one workspace
