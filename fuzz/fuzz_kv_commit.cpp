@@ -4,7 +4,9 @@
 //
 // Feeds: a batch of trees with accepted root-down paths, kv_len, and a paged KV pool whose page
 // table uses fresh pages in an input-chosen order or input-chosen (shared) page ids, page sizes
-// valid or not, a kv_cache span whose length may not be a whole number of pages; for
+// valid or not, a pool span whose length may not be a whole number of pages, rows of 16-bit
+// values (kv_cache) or of e4m3 bytes (kv_format kE4M3, kv_cache_e4m3), or a damaged pairing of
+// format and spans (the pool in the other span, a stray second span, an unknown format); for
 // commit_slots a slot list per request with fresh or input-chosen (shared) slots. All arrays
 // (qo_indptr, parents, kv_len, kv_page_indptr, kv_page_indices, accepted indptr/nodes,
 // slot_indptr, slots) are then damaged by input-chosen mutations, appended and truncated
@@ -16,11 +18,15 @@
 //    independently here: valid trees and paths, kv_len >= T_b, page ranges within the page
 //    list holding kv_len tokens, page ids in the pool, tree rows/slots used by nothing else);
 //    errors carry a message, never kInternal.
-//  - commit_kv_paged: on success the cache equals the expected one (row L_b + k holds the old
-//    row L_b + path[k]; every other byte unchanged) and new_kv_len = L_b + path size; on error
-//    the cache is byte-identical to before and new_kv_len untouched.
-//  - commit_kv_paged_cuda: validates exactly as the host commit against its num_pages, then
-//    answers kUnsupported (no CUDA here), never touching the host cache (poisoned during the call).
+//  - commit_kv_paged: succeeds exactly when also the format is known, the pool is in its
+//    format's span, the other span is empty and the pool is whole pages; on success the pool
+//    equals the expected one byte for byte (row L_b + k holds the old row L_b + path[k], rows
+//    of 1152 bytes or, for e4m3, of 576: the encoded bytes the reference move gives; every
+//    other byte unchanged) and new_kv_len = L_b + path size; on error both spans are
+//    byte-identical to before and new_kv_len untouched.
+//  - commit_kv_paged_cuda: validates exactly as the host commit against its num_pages (the
+//    format too, never the host spans), then answers kUnsupported (no CUDA here), never
+//    touching the host spans (poisoned during the call).
 //  - commit_slots: on success prefix slots kept, then the accepted nodes' slots in path order,
 //    the other tree slots freed in node order, new kv_len and slot_indptr; on error the result
 //    is untouched.
@@ -145,7 +151,8 @@ bool slots_ok(const std::vector<int32_t>& qo, const std::vector<int32_t>& kv_len
 }
 
 // Stats slots (TREEVERIFY_FUZZ_STATS=1): 0 inputs, 1 trees and paths valid, 2 commit_kv_paged
-// ok, 3 commit_kv_paged_cuda reached kUnsupported, 4 commit_slots ok.
+// ok (16-bit), 3 commit_kv_paged_cuda reached kUnsupported, 4 commit_slots ok, 5
+// commit_kv_paged ok (e4m3).
 int body(const uint8_t* data, size_t size) {
   Input in(data, size);
   tvfuzz::Stats::count(0);
@@ -206,94 +213,159 @@ int body(const uint8_t* data, size_t size) {
   tvfuzz::mutate_arrays(in, {&si, &slots}, 2, true);
 
   const int64_t page_elems = int64_t{lps} * kQKDim;
-  int64_t cache_elems = pool * page_elems;
+  int64_t cache_elems = pool * page_elems;  // in the span the pool is passed in
   v = in.u8();
   if (v >= 245) cache_elems += in.pick<int64_t>({1, -1, page_elems, -page_elems, kQKDim});
   cache_elems = std::max<int64_t>(cache_elems, 0);
-  Buf<uint16_t> cache(cache_elems);
-  {
-    tvfuzz::Rng rng{in.u64()};
-    for (int64_t e = 0; e < cache_elems; ++e) {
-      const int64_t r = e / kQKDim, c = e % kQKDim;
-      cache[e] = c == 0   ? static_cast<uint16_t>(r)
-                 : c == 1 ? static_cast<uint16_t>(r >> 16)
-                          : static_cast<uint16_t>(rng.next());
+  const uint64_t fill_seed = in.u64();
+  const int64_t device_pages =
+      in.u8() < 240 ? pool : in.pick<int64_t>({-1, 0, pool - 1, INT64_MAX});
+  // The rows' format (ddtree.h PagedKvCommit): 16-bit rows in kv_cache, e4m3 rows in
+  // kv_cache_e4m3, or from 224 a damaged pairing: e4m3 with the pool in the 16-bit span, a
+  // stray span beside the pool (empty: still valid), an unknown kv_format. Read last, so an
+  // input that ends before it (the seeds and regressions written before this byte) decodes
+  // as it did, 16-bit.
+  KvFormat format = KvFormat::kSameAsQ;
+  bool pool_e4m3 = false;  // the pool is passed in kv_cache_e4m3 (else in kv_cache)
+  int64_t stray = 0;       // elements of the other span
+  v = in.u8();
+  if (v >= 96 && v < 224) {
+    format = KvFormat::kE4M3;
+    pool_e4m3 = true;
+  } else if (v >= 224) {
+    switch (v % 4) {
+      case 0:
+        format = KvFormat::kE4M3;
+        break;
+      case 1:
+        format = KvFormat::kE4M3;
+        pool_e4m3 = true;
+        stray = in.pick<int64_t>({1, kQKDim, 0});
+        break;
+      case 2:
+        stray = in.pick<int64_t>({1, kQKDim, 0});
+        break;
+      default:
+        format = static_cast<KvFormat>(in.pick<int32_t>({2, -1, tvfuzz::kI32Max, tvfuzz::kI32Min}));
+        pool_e4m3 = in.flag();
     }
   }
-  const std::vector<uint16_t> before(cache.data(), cache.data() + cache.size());
+  const bool format_ok = format == KvFormat::kSameAsQ || format == KvFormat::kE4M3;
+  const bool e4m3 = format == KvFormat::kE4M3;
+
+  // Every row distinct through its first elements (16-bit) or bytes (e4m3), the rest random.
+  Buf<uint16_t> cache16(pool_e4m3 ? stray : cache_elems);
+  Buf<uint8_t> cache8(pool_e4m3 ? cache_elems : stray);
+  {
+    tvfuzz::Rng rng{fill_seed};
+    for (size_t e = 0; e < cache16.size(); ++e) {
+      const size_t r = e / kQKDim, c = e % kQKDim;
+      cache16[e] = c == 0   ? static_cast<uint16_t>(r)
+                   : c == 1 ? static_cast<uint16_t>(r >> 16)
+                            : static_cast<uint16_t>(rng.next());
+    }
+    for (size_t e = 0; e < cache8.size(); ++e) {
+      const size_t r = e / kQKDim, c = e % kQKDim;
+      cache8[e] = c < 3 ? static_cast<uint8_t>(r >> (8 * c)) : static_cast<uint8_t>(rng.next());
+    }
+  }
+  const std::vector<uint16_t> before16(cache16.data(), cache16.data() + cache16.size());
+  const std::vector<uint8_t> before8(cache8.data(), cache8.data() + cache8.size());
+  auto caches_unchanged = [&] {
+    return tvfuzz::same_bytes(before16.data(), cache16.data(), cache16.size() * 2) &&
+           tvfuzz::same_bytes(before8.data(), cache8.data(), cache8.size());
+  };
 
   const Buf<int32_t> qo_b(qo), parents_b(parents), kv_b(kv_len), kpi_b(kpi), kpidx_b(kpidx),
       si_b(si), slots_b(slots);
   AcceptedPaths accepted{.indptr = ai, .nodes = an, .bonus_tokens = std::vector<int32_t>(B, 0)};
   const PagedKvCommit args{.page_size = ps,
-                           .kv_cache = cache.span(),
+                           .kv_cache = cache16.span(),
                            .kv_page_indptr = kpi_b.cspan(),
                            .kv_page_indices = kpidx_b.cspan(),
                            .kv_len = kv_b.cspan(),
                            .qo_indptr = qo_b.cspan(),
-                           .parents = parents_b.cspan()};
+                           .parents = parents_b.cspan(),
+                           .kv_format = format,
+                           .kv_cache_e4m3 = cache8.span()};
 
   const bool common = paths_ok(qo, parents, kv_len, ai, an);
   const int32_t nb = common ? static_cast<int32_t>(qo.size()) - 1 : 0;  // requests after mutation
   if (common) tvfuzz::Stats::count(1);
 
-  // commit_kv_paged
+  // commit_kv_paged: the pool in the format's span, the other span empty, whole pages.
   {
-    const bool whole_pages = is_valid_page_size(ps) && cache_elems % (int64_t{ps} * kQKDim) == 0;
-    const int64_t num_pages = whole_pages ? cache_elems / (int64_t{ps} * kQKDim) : 0;
-    const bool want = whole_pages && common && pages_ok(ps, qo, kv_len, kpi, kpidx, num_pages);
+    const bool spans_ok = e4m3 ? cache16.size() == 0 : cache8.size() == 0;
+    const int64_t pool_elems = static_cast<int64_t>(e4m3 ? cache8.size() : cache16.size());
+    const bool whole_pages = is_valid_page_size(ps) && pool_elems % (int64_t{ps} * kQKDim) == 0;
+    const int64_t num_pages = whole_pages ? pool_elems / (int64_t{ps} * kQKDim) : 0;
+    const bool want = format_ok && spans_ok && whole_pages && common &&
+                      pages_ok(ps, qo, kv_len, kpi, kpidx, num_pages);
     std::vector<int32_t> new_kv_len = {-8};
     const Status s = commit_kv_paged(args, accepted, &new_kv_len);
-    FUZZ_CHECK(s.ok() == want, "commit_kv_paged: %s, but the input is %s", s.to_string().c_str(),
-               want ? "valid" : "invalid");
+    FUZZ_CHECK(s.ok() == want, "commit_kv_paged (kv_format %d): %s, but the input is %s",
+               static_cast<int32_t>(format), s.to_string().c_str(), want ? "valid" : "invalid");
     if (!s.ok()) {
       FUZZ_CHECK_NAMED_ERROR(s);
-      FUZZ_CHECK(tvfuzz::same_bytes(before.data(), cache.data(), cache.size() * 2),
-                 "failed commit_kv_paged changed the KV cache");
+      FUZZ_CHECK(caches_unchanged(), "failed commit_kv_paged changed the KV cache");
       FUZZ_CHECK(new_kv_len == std::vector<int32_t>({-8}),
                  "failed commit_kv_paged wrote new_kv_len");
     } else {
-      tvfuzz::Stats::count(2);
-      std::vector<uint16_t> expected = before;
+      tvfuzz::Stats::count(e4m3 ? 5 : 2);
+      // The expected pool, as bytes: rows of 1152 (16-bit) or 576 (e4m3) bytes moved whole, so
+      // an e4m3 commit leaves the same encoded bytes the reference move of those rows does.
+      const size_t row_bytes = static_cast<size_t>(kv_row_bytes(format, DType::kBF16));
+      const uint8_t* const got = e4m3 ? cache8.data() : reinterpret_cast<uint8_t*>(cache16.data());
+      const uint8_t* const old =
+          e4m3 ? before8.data() : reinterpret_cast<const uint8_t*>(before16.data());
+      const size_t pool_bytes = static_cast<size_t>(pool_elems) * (e4m3 ? 1 : 2);
+      std::vector<uint8_t> expected(old, old + pool_bytes);
       for (int32_t b = 0; b < nb; ++b) {
         const int32_t T = qo[b + 1] - qo[b], L = kv_len[b] - T;
         auto row = [&](int32_t pos) {
-          return (int64_t{kpidx[kpi[b] + pos / ps]} * ps + pos % ps) * kQKDim;
+          return (int64_t{kpidx[kpi[b] + pos / ps]} * ps + pos % ps) * row_bytes;
         };
         for (int32_t k = 0; k < ai[b + 1] - ai[b]; ++k) {
-          std::memcpy(&expected[row(L + k)], &before[row(L + an[ai[b] + k])], kQKDim * 2);
+          std::memcpy(&expected[row(L + k)], &old[row(L + an[ai[b] + k])], row_bytes);
         }
         const int32_t want_len = T == 0 ? kv_len[b] : L + ai[b + 1] - ai[b];
         FUZZ_CHECK(new_kv_len.size() == size_t(nb) && new_kv_len[b] == want_len,
                    "request %d: new kv_len %d, want %d", b,
                    b < int32_t(new_kv_len.size()) ? new_kv_len[b] : -1, want_len);
       }
-      for (int64_t e = 0; e < cache_elems; ++e) {
-        FUZZ_CHECK(cache[e] == expected[e], "KV element %lld (row %lld): %u, want %u", (long long)e,
-                   (long long)(e / kQKDim), cache[e], expected[e]);
+      if (!tvfuzz::same_bytes(expected.data(), got, pool_bytes)) {
+        size_t i = 0;
+        while (got[i] == expected[i]) ++i;
+        FUZZ_CHECK(false, "%s pool byte %zu (row %zu): %u, want %u", e4m3 ? "e4m3" : "16-bit", i,
+                   i / row_bytes, got[i], expected[i]);
       }
     }
   }
 
-  // commit_kv_paged_cuda: the same validation against device.num_pages, then kUnsupported.
+  // commit_kv_paged_cuda: the same validation against device.num_pages (the host spans are not
+  // read, whatever the format), then kUnsupported.
   {
-    const std::vector<uint16_t> now(cache.data(), cache.data() + cache.size());
+    const std::vector<uint16_t> now16(cache16.data(), cache16.data() + cache16.size());
+    const std::vector<uint8_t> now8(cache8.data(), cache8.data() + cache8.size());
     PagedKvCommitDevice dev;
-    dev.num_pages = in.u8() < 240 ? pool : in.pick<int64_t>({-1, 0, pool - 1, INT64_MAX});
-    const bool want =
-        dev.num_pages >= 0 && common && pages_ok(ps, qo, kv_len, kpi, kpidx, dev.num_pages);
+    dev.num_pages = device_pages;
+    const bool want = dev.num_pages >= 0 && format_ok && common &&
+                      pages_ok(ps, qo, kv_len, kpi, kpidx, dev.num_pages);
     std::vector<int32_t> new_kv_len = {-8};
-    ASAN_POISON_MEMORY_REGION(cache.data(), cache.size() * 2);
+    ASAN_POISON_MEMORY_REGION(cache16.data(), cache16.size() * 2);
+    ASAN_POISON_MEMORY_REGION(cache8.data(), cache8.size());
     const Status s = commit_kv_paged_cuda(args, accepted, dev, &new_kv_len);
-    ASAN_UNPOISON_MEMORY_REGION(cache.data(), cache.size() * 2);
+    ASAN_UNPOISON_MEMORY_REGION(cache16.data(), cache16.size() * 2);
+    ASAN_UNPOISON_MEMORY_REGION(cache8.data(), cache8.size());
     FUZZ_CHECK(s.code() == (want ? StatusCode::kUnsupported : StatusCode::kInvalidArgument),
-               "commit_kv_paged_cuda: %s, but the input is %s", s.to_string().c_str(),
-               want ? "valid" : "invalid");
+               "commit_kv_paged_cuda (kv_format %d): %s, but the input is %s",
+               static_cast<int32_t>(format), s.to_string().c_str(), want ? "valid" : "invalid");
     FUZZ_CHECK_NAMED_ERROR(s);
     if (want) tvfuzz::Stats::count(3);
     FUZZ_CHECK(new_kv_len == std::vector<int32_t>({-8}),
                "failed commit_kv_paged_cuda wrote new_kv_len");
-    FUZZ_CHECK(tvfuzz::same_bytes(now.data(), cache.data(), cache.size() * 2),
+    FUZZ_CHECK(tvfuzz::same_bytes(now16.data(), cache16.data(), cache16.size() * 2) &&
+                   tvfuzz::same_bytes(now8.data(), cache8.data(), cache8.size()),
                "commit_kv_paged_cuda changed the host cache");
   }
 

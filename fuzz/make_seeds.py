@@ -214,9 +214,10 @@ def ddtree_seeds():
 
 # ---- fuzz_kv_commit ---------------------------------------------------------------------------
 
-def commit_seed(page_byte, requests, shared_pages=None, slot_mode=0, cache_fix=()):
+def commit_seed(page_byte, requests, shared_pages=None, slot_mode=0, cache_fix=(), fmt=()):
     """requests: (T, parents, L, extra pages, walk bytes); shared_pages: None for fresh pages
-    (shuffled), else (pool byte, id bytes...)."""
+    (shuffled), else (pool byte, id bytes...); fmt: the format byte and what it reads next
+    (none: 16-bit rows, as a byte past the end reads 0)."""
     ps = 1 << (page_byte % 4)
     b = Bytes().u8(len(requests), page_byte)
     pages = 0
@@ -237,6 +238,7 @@ def commit_seed(page_byte, requests, shared_pages=None, slot_mode=0, cache_fix=(
         b.u8(*[k % 5 for k in range(sum(r[0] + r[2] for r in requests))])
     b.u8(NO_MUTATION, NO_MUTATION)
     b.u8(*(cache_fix or (0,))).u64(0xA4093822299F31D0).u8(0)
+    b.u8(*fmt)
     return b.b
 
 
@@ -257,6 +259,13 @@ def commit_seeds():
         "shared-slots": commit_seed(0, reqs[:2], slot_mode=200),
         "cache-not-whole-pages": commit_seed(2, reqs[:1], cache_fix=(250, 0)),
         "empty": commit_seed(1, []),
+        # e4m3 rows (format byte 96..223): 576-byte rows in kv_cache_e4m3
+        "e4m3-page-4": commit_seed(2, reqs, fmt=(100,)),
+        "e4m3-shared-pages": commit_seed(1, reqs[:2], fmt=(100,),
+                                         shared_pages=(7, [0, 1, 2, 3, 4, 0, 5, 6, 7, 4])),
+        # damaged pairings (224+): e4m3 with the pool in kv_cache; an unknown kv_format (2)
+        "e4m3-pool-in-16-bit-span": commit_seed(2, reqs[:2], fmt=(224,)),
+        "unknown-kv-format": commit_seed(2, reqs[:2], fmt=(227, 0, 1)),
     }
 
 
