@@ -19,13 +19,14 @@
 //    kInternal and carry a message; a failed plan() leaves the Plan passed in unchanged; a
 //    successful one records the problem's shape and a CPU backend (auto means cpu-fast here).
 //  - when plan() succeeds and the problem is small (<= 2048 row x KV token pairs, <= 512 pool
-//    tokens), run() or verify_cpu() on q and kv from the input (values, layout strides,
-//    injected NaN/inf): returns ok (a non-finite kv_scale: kInvalidArgument naming it, nothing
-//    written), writes every value of out and lse (filled with a sentinel
-//    bit pattern no result can have), nothing in the gaps of a strided out, and reads no KV row
-//    that is not one of a request's tokens and no padding of a strided q (both poisoned for
-//    ASan); a row that sees a NaN or inf is NaN in all of out and lse, and on cpu-reference a
-//    row that sees none has no NaN.
+//    tokens), run() or verify_cpu() on q and kv from the input (values, layout strides of q
+//    and out: both given, the head stride only (token stride 0), the token stride only, or
+//    none; injected NaN/inf): returns ok (a non-finite kv_scale: kInvalidArgument naming it,
+//    nothing written), writes every value of out and lse (filled with a sentinel bit pattern no
+//    result can have), nothing in the gaps of a strided out, and reads no KV row that is not
+//    one of a request's tokens and no padding of a strided q (both poisoned for ASan); a row
+//    that sees a NaN or inf is NaN in all of out and lse, and on cpu-reference a row that sees
+//    none has no NaN.
 //  - an invalid tensors variant chosen by the input (null out, q, kv_cache or parents,
 //    misaligned q, out or lse, bad strides, a qo_indptr that disagrees with the plan, a default
 //    Plan, kv_scale missing for e4m3 or given for a 16-bit cache) returns kInvalidArgument naming
@@ -53,7 +54,8 @@ constexpr int64_t kMaxWork = 2048;       // sum over requests of T_b * H * kv_le
 constexpr int64_t kMaxPoolTokens = 512;  // num_pages * page_size, for run()
 
 // Stats slots (TREEVERIFY_FUZZ_STATS=1): 0 inputs, 1 plan ok, 2 run() reached, 3 of them
-// e4m3, 4 invalid-tensors variants, 5 run() ok with non-finite rows checked.
+// e4m3, 4 invalid-tensors variants, 5 run() ok with non-finite rows checked, 6 run() reached
+// with a head stride and token stride 0 for q or out.
 int body(const uint8_t* data, size_t size) {
   Input in(data, size);
   tvfuzz::Stats::count(0);

@@ -182,8 +182,17 @@ bool decode_problem(Input& in, PlanInput* d) {
   opt.round_p = flags & 1;
   d->use_verify_cpu = flags & 2;
   d->lse_null = flags & 4;
-  d->strided_q = flags & 8;
-  d->strided_out = flags & 16;
+  // q and out: a stride bit (8, 16) and a one-stride bit (32, 64). Both strides given (padded
+  // heads and tokens); with the one-stride bit only the head stride (token stride 0, which
+  // means H head strides: the case efe5fd6 fixed); the one-stride bit alone, only the token
+  // stride (head stride 0: the row width); neither, both 0 (contiguous).
+  auto layout = [&](uint8_t strided, uint8_t one_stride) {
+    if (flags & strided)
+      return flags & one_stride ? PlanInput::kHeadStrideOnly : PlanInput::kBothStrides;
+    return flags & one_stride ? PlanInput::kTokenStrideOnly : PlanInput::kContiguous;
+  };
+  d->q_layout = layout(8, 32);
+  d->out_layout = layout(16, 64);
   const uint8_t bad_byte = in.u8();
   d->bad_variant = bad_byte < 160 ? 0 : 1 + (bad_byte - 160) % 13;
 

@@ -16,7 +16,10 @@ namespace tvfuzz::plan {
 struct PlanInput {
   treeverify::VerifyProblem prob;  // its five arrays point into the Bufs below (or are null)
   treeverify::PlanOptions opt;
-  bool use_verify_cpu = false, lse_null = false, strided_q = false, strided_out = false;
+  bool use_verify_cpu = false, lse_null = false;
+  // The layouts of q and out (Layout), which fuzz_plan_run.cpp pads and poisons accordingly.
+  enum Layout { kContiguous, kBothStrides, kHeadStrideOnly, kTokenStrideOnly };
+  Layout q_layout = kContiguous, out_layout = kContiguous;
   int bad_variant = 0;  // 0: valid tensors; 1..13: the invalid-tensors variant run() gets
   // The index arrays as decoded: a valid batch, then damaged, then grown to the length the
   // contract makes a caller provide.

@@ -31,8 +31,7 @@ void check_run(Input& in, const PlanInput& d, const Plan& p) {
   const std::vector<int32_t>& kpi = d.kpi;
   const std::vector<int32_t>& kpidx = d.kpidx;
   const std::vector<int32_t>& parents = d.parents;
-  const bool use_verify_cpu = d.use_verify_cpu, lse_null = d.lse_null, strided_q = d.strided_q,
-             strided_out = d.strided_out;
+  const bool use_verify_cpu = d.use_verify_cpu, lse_null = d.lse_null;
   const int bad_variant = d.bad_variant;
   const int32_t B = prob.batch_size;
   const int32_t total_q = B > 0 ? qo[B] : 0;
@@ -52,10 +51,24 @@ void check_run(Input& in, const PlanInput& d, const Plan& p) {
   }
   const Buf<float> kv_scale(1);
   kv_scale[0] = kv_scale_value;
-  const int64_t q_head = strided_q ? kQKDim + 8 * (in.u8() % 3) : kQKDim;
-  const int64_t q_tok = strided_q ? H * q_head + 8 * (in.u8() % 3) : int64_t{H} * kQKDim;
-  const int64_t o_head = strided_out ? kVDim + 8 * (in.u8() % 3) : kVDim;
-  const int64_t o_tok = strided_out ? H * o_head + 8 * (in.u8() % 3) : int64_t{H} * kVDim;
+  // The buffer's element strides (a stride the layout passes gets 0, 8 or 16 elements of
+  // padding from the input) and the strides run() is given: 0 for one the layout leaves out,
+  // which verify.h resolves from the other (token: H head strides; head: the row width).
+  struct Strides {
+    int64_t head, tok, head_arg, tok_arg;
+  };
+  auto strides = [&](PlanInput::Layout layout, int64_t width) {
+    const bool head_given =
+        layout == PlanInput::kBothStrides || layout == PlanInput::kHeadStrideOnly;
+    const bool tok_given =
+        layout == PlanInput::kBothStrides || layout == PlanInput::kTokenStrideOnly;
+    const int64_t head = head_given ? width + 8 * (in.u8() % 3) : width;
+    const int64_t tok = H * head + (tok_given ? 8 * (in.u8() % 3) : 0);
+    return Strides{head, tok, head_given ? head : 0, tok_given ? tok : 0};
+  };
+  const Strides qs = strides(d.q_layout, kQKDim);
+  const Strides os = strides(d.out_layout, kVDim);
+  const int64_t q_head = qs.head, q_tok = qs.tok, o_head = os.head, o_tok = os.tok;
   auto extent = [&](int64_t tok, int64_t head, int64_t width) {
     return total_q == 0 ? 0 : (total_q - 1) * tok + (H - 1) * head + width;
   };
@@ -175,11 +188,13 @@ void check_run(Input& in, const PlanInput& d, const Plan& p) {
 
   VerifyTensors t;
   t.q = q.data();
-  t.q_stride_token = strided_q ? q_tok : 0;
-  t.q_stride_head = strided_q ? q_head : 0;
+  t.q_stride_token = qs.tok_arg;
+  t.q_stride_head = qs.head_arg;
   t.kv_cache = kv.data();
   t.kv_scale = e4m3 ? kv_scale.data() : nullptr;
   if (e4m3) tvfuzz::Stats::count(3);
+  if (d.q_layout == PlanInput::kHeadStrideOnly || d.out_layout == PlanInput::kHeadStrideOnly)
+    tvfuzz::Stats::count(6);
   if (bad_variant != 0) tvfuzz::Stats::count(4);
   t.qo_indptr = prob.qo_indptr;
   t.kv_len = prob.kv_len;
@@ -187,8 +202,8 @@ void check_run(Input& in, const PlanInput& d, const Plan& p) {
   t.kv_page_indices = prob.kv_page_indices;
   t.parents = prob.parents;
   t.out = out.data();
-  t.out_stride_token = strided_out ? o_tok : 0;
-  t.out_stride_head = strided_out ? o_head : 0;
+  t.out_stride_token = os.tok_arg;
+  t.out_stride_head = os.head_arg;
   t.lse = lse_null ? nullptr : lse.data();
 
   auto call = [&](const Plan& plan_used, const VerifyTensors& tt) {

@@ -84,6 +84,12 @@ def plan_seeds():
         # cpu-fast, fp16, padded q and out, round_p, 2 threads
         "fast-fp16-strided": plan_seed(2, 2, 2, 1, 0, s45, 1, 2, 1 | 8 | 16, 0, two,
                                        strides=(1, 2, 2, 1)),
+        # 3 heads, q and out given their head strides only (token strides 0: H head strides),
+        # then a head stride for q and a token stride alone for out (head stride 0)
+        "fast-head-strides-only": plan_seed(2, 2, 2, 1, 0, s45, 1, 2, 8 | 16 | 32 | 64, 0, two,
+                                            strides=(1, 2)),
+        "ref-head-stride-q-token-stride-out": plan_seed(2, 2, 2, 0, 0, s45, 0, 1, 8 | 32 | 64, 0,
+                                                        two, strides=(2, 1)),
         # auto through verify_cpu, e4m3 KV cache, page 1, no lse
         "auto-e4m3-verify-cpu": plan_seed(2, 0, 0, 0, 200, (30,), 2, 0, 2 | 4, 0, two,
                                           kv_scale=10),
