@@ -115,11 +115,6 @@ struct Variant {
   static constexpr bool kQBesideCopies = (kStages - 1) * kStageBytes + kRows * kKVRowBytes <= kPOffset;
   static constexpr int kQOffset = kQBesideCopies ? (kStages - 1) * kStageBytes : 0;
   static_assert(kQOffset + kRows * kKVRowBytes <= kPOffset);
-  // A split chunk's fp32 partial is staged in shared memory from offset 0 after the loop
-  // (tile_ops.cuh, stage_and_store_partials), where it fits below P: all but the 64-row
-  // variant of 16-token tiles, which stores it from the fragments.
-  static constexpr int kStagedStride = kVDim + 8;  // floats a staged row
-  static constexpr bool kStagedPartials = kRows * kStagedStride * 4 <= kPOffset;
 };
 
 // The variants, with the main loop (kernel.cuh) each runs: in_order_loop with 2 stages,

@@ -421,57 +421,6 @@ __device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const floa
   }
 }
 
-// The epilogue's lse: a thread a row, natural log to lse or log2 to the chunk's part_lse.
-template <typename V>
-__device__ __forceinline__ void store_lse_rows(const VerifyKernelParams& p, const CtaWork& w,
-                                               const float* s_lse, bool final_out) {
-  if (threadIdx.x < V::kRows && w.row0 + static_cast<int>(threadIdx.x) < w.rows_b) {
-    const int64_t grow = static_cast<int64_t>(w.q0) * p.num_heads + w.row0 + threadIdx.x;
-    if (final_out) {
-      if (p.lse != nullptr) p.lse[grow] = s_lse[threadIdx.x] * kLn2;
-    } else {
-      p.part_lse[blockIdx.y * p.total_rows + grow] = s_lse[threadIdx.x];
-    }
-  }
-}
-
-// A split chunk's fp32 partial through shared memory (V::kStagedPartials; the KV stages are
-// free once the loop is done): the fragments go to a [kRows][kVDim + 8] buffer (the 8-float
-// pad keeps a half-warp's float2 stores on 32 different banks), then each warp writes whole
-// rows, 512 contiguous bytes an instruction. The fragments' own stores cover 32 bytes of 8
-// rows an instruction; H200 (V1, 64 rows a CTA): 5.1 us for the CTA's 128 KB that way.
-template <typename V>
-__device__ __forceinline__ void stage_and_store_partials(
-    const VerifyKernelParams& p, const CtaWork& w, const float* s_inv_l,
-    const float (&o)[V::kOMTiles][V::kONTiles][4], float kv_scale) {
-  extern __shared__ __align__(128) uint8_t smem[];
-  float* buf = reinterpret_cast<float*>(smem);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-  for (int mt = 0; mt < V::kOMTiles; ++mt) {
-#pragma unroll
-    for (int hi = 0; hi < 2; ++hi) {
-      const int r = V::o_row0(warp) + mt * 16 + lane / 4 + 8 * hi;
-      const float inv_l = s_inv_l[r] * kv_scale;  // kv_scale is 1 for 16-bit caches
-#pragma unroll
-      for (int nt = 0; nt < V::kONTiles; ++nt) {
-        const int col = V::o_col0(warp) + nt * 8 + 2 * (lane % 4);
-        *reinterpret_cast<float2*>(buf + r * V::kStagedStride + col) =
-            make_float2(o[mt][nt][2 * hi] * inv_l, o[mt][nt][2 * hi + 1] * inv_l);
-      }
-    }
-  }
-  __syncthreads();
-  const int64_t first = blockIdx.y * p.total_rows + static_cast<int64_t>(w.q0) * p.num_heads;
-  for (int r = warp; r < V::kRows && w.row0 + r < w.rows_b; r += kWarps) {
-    float4* dst = reinterpret_cast<float4*>(p.part_out + (first + w.row0 + r) * kVDim);
-#pragma unroll
-    for (int k = 0; k < kVDim / 128; ++k)
-      dst[lane + 32 * k] =
-          *reinterpret_cast<const float4*>(buf + r * V::kStagedStride + 4 * (lane + 32 * k));
-  }
-}
-
 // Normalises by l and writes the final output (single-chunk requests) or an fp32 partial and
 // its lse in log2 units for the combine kernel. A row that saw a non-finite value (l = NaN
 // from a NaN score, or a NaN or infinity in its O) is NaN as a whole, lse included (verify.h);
@@ -510,13 +459,6 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
   }
   __syncthreads();
   const int H = p.num_heads;
-  if constexpr (V::kStagedPartials) {
-    if (!final_out) {
-      stage_and_store_partials<V>(p, w, s_inv_l, o, kv_scale);
-      store_lse_rows<V>(p, w, s_lse, final_out);
-      return;
-    }
-  }
 #pragma unroll
   for (int mt = 0; mt < V::kOMTiles; ++mt) {
 #pragma unroll
@@ -543,7 +485,14 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
       }
     }
   }
-  store_lse_rows<V>(p, w, s_lse, final_out);
+  if (threadIdx.x < V::kRows && w.row0 + static_cast<int>(threadIdx.x) < w.rows_b) {
+    const int64_t grow = static_cast<int64_t>(w.q0) * H + w.row0 + threadIdx.x;
+    if (final_out) {
+      if (p.lse != nullptr) p.lse[grow] = s_lse[threadIdx.x] * kLn2;
+    } else {
+      p.part_lse[blockIdx.y * p.total_rows + grow] = s_lse[threadIdx.x];
+    }
+  }
 }
 
 }  // namespace treeverify::cuda::mma
