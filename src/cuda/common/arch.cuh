@@ -39,6 +39,15 @@
 #define TV_FITS_3_STAGE_QK_BLOCK 1
 #endif
 
+// Whether ptxas fits the two-halves 64-row kernels (r64-s3, r64-s4) with a batch-1 call's
+// metadata taken from the kernel parameters (cta_work): not for sm_100 to sm_110 (CUDA 13.0:
+// r64-s4 spills 8 bytes), whose halves read it from memory as larger batches do.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000 && __CUDA_ARCH__ < 1200
+#define TV_FITS_HALVES_PARAM_METADATA 0
+#else
+#define TV_FITS_HALVES_PARAM_METADATA 1
+#endif
+
 // True in the device pass of any architecture (false in the host pass).
 #if defined(__CUDA_ARCH__)
 #define TV_DEVICE_PASS 1

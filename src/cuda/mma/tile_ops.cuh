@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/common/arch.cuh"
 #include "cuda/common/bulk_copy.cuh"
 #include "cuda/common/constants.h"
 #include "cuda/common/mma.cuh"
@@ -41,8 +42,9 @@ __device__ __forceinline__ bool cta_work(const VerifyKernelParams& p, CtaWork* w
       return a[i];
   };
   const int b = blockIdx.z;
-  // One request: its metadata is in the parameters (qo_indptr[0] = kv_page_indptr[0] = 0).
-  const bool one = p.one_request_kv_len > 0;
+  // One request: its metadata is in the parameters (qo_indptr[0] = kv_page_indptr[0] = 0),
+  // except where that spills (TV_FITS_HALVES_PARAM_METADATA).
+  const bool one = (TV_FITS_HALVES_PARAM_METADATA || !V::kHalves) && p.one_request_kv_len > 0;
   w->q0 = one ? 0 : ld(p.qo_indptr, b);
   const int nodes = one ? p.one_request_nodes : ld(p.qo_indptr, b + 1) - w->q0;
   w->rows_b = nodes * p.num_heads;
