@@ -108,11 +108,12 @@ struct Variant {
   static_assert(kQKRowGroups * kQKTokenGroups == kQKSubs && kQKPasses >= 1);
   static_assert(kTokens == 16 || kTokens == 32, "a lane a token's page id, 8 threads its copy");
   static_assert(kTokens == 32 || kMTiles == 4, "16-token tiles: only 64-row CTAs split rows");
-  // Q is staged through shared memory before the loop (copy_q, q_fragments). Where it fits in the stage the
-  // prologue leaves empty and s_red after it (kQBesideCopies: all but the 64-row variant of
-  // 16-token tiles), the first tiles' copies go out before Q has landed; otherwise Q is
-  // staged from the first stage and the copies wait for it.
-  static constexpr bool kQBesideCopies = (kStages - 1) * kStageBytes + kRows * kKVRowBytes <= kPOffset;
+  // Q is staged through shared memory before the loop (copy_q, q_fragments). Where it fits
+  // in the stage the prologue leaves empty and s_red after it (kQBesideCopies: all but the
+  // 64-row variant of 16-token tiles), the first tiles' copies go out before Q has landed;
+  // otherwise Q is staged from the first stage and the copies wait for it.
+  static constexpr bool kQBesideCopies =
+      (kStages - 1) * kStageBytes + kRows * kKVRowBytes <= kPOffset;
   static constexpr int kQOffset = kQBesideCopies ? (kStages - 1) * kStageBytes : 0;
   static_assert(kQOffset + kRows * kKVRowBytes <= kPOffset);
 };
