@@ -81,13 +81,34 @@ const char* backend_name(Backend backend);
 // Parses "auto", "cpu-reference", "cpu-fast", "cuda-mma".
 Status parse_backend(const std::string& name, Backend* backend);
 
+// What the products of a call on an e4m3 KV cache take (docs/DESIGN.md, "e4m3").
+enum class Precision : int32_t {
+  // Tiles widened to the q dtype: Q.K and P.V are bf16/fp16 products, fp32 accumulation; the
+  // only rounding beyond the 16-bit path's is the cache's own. Every backend, every GPU.
+  kExact = 0,
+  // e4m3 KV caches only: Q rounded to e4m3 with one scale a row (a token's head: amax / 448)
+  // and P to e4m3 (p x 448), then native FP8 products (mma.sync e4m3, fp32 accumulation) on
+  // GPUs that have them (sm_89, sm_120). Elsewhere (sm_80-sm_90 and sm_100 emulate or lack
+  // them; CPU backends) the call runs exact and Plan::reason says so. About 1e-2 relative
+  // error in out against exact attention on the same cache (docs/DESIGN.md).
+  kFast = 1,
+};
+const char* precision_name(Precision precision);
+// Parses "exact", "fast".
+Status parse_precision(const std::string& name, Precision* precision);
+
 struct PlanOptions {
   Backend backend = Backend::kAuto;
   int device = -1;      // CUDA device ordinal; -1 means the current device
   int num_threads = 0;  // CPU backends: 0 means all hardware threads
   // Round softmax probabilities to the input dtype before P.V, as the GPU kernels do; the
   // CPU backends use this to compare like with like. Off means P stays in full precision.
+  // The cpu-reference backend with precision kFast rounds as the fast kernels do instead: Q
+  // to e4m3 with its row scale, and P to e4m3 (p x 448).
   bool round_p = false;
+  // e4m3 caches: exact (the default) or fast products; see Precision. kFast with a 16-bit
+  // cache is an error.
+  Precision precision = Precision::kExact;
   // CUDA: force the tile configuration of another architecture (e.g. 120 on an H200) so the
   // code that ships for it can be executed and timed here. 0 means the device's own.
   int force_config_arch = 0;

@@ -41,6 +41,13 @@ Status plan_cuda(const VerifyProblem& problem, const detail::ProblemSummary& sum
 Status plan(const VerifyProblem& problem, const PlanOptions& options, Plan* out) {
   detail::ProblemSummary summary;
   TV_RETURN_IF_ERROR(detail::validate_problem(problem, &summary));
+  TV_REQUIRE(options.precision == Precision::kExact || options.precision == Precision::kFast,
+             "options.precision", "unknown value {}", static_cast<int>(options.precision));
+  TV_REQUIRE(options.precision == Precision::kExact || problem.kv_format == KvFormat::kE4M3,
+             "options.precision",
+             "fast needs an e4m3 KV cache (it rounds Q and P to e4m3 for FP8 products); this "
+             "cache is {}",
+             dtype_name(problem.dtype));
 
   Plan p;
   p.batch_size = problem.batch_size;

@@ -75,4 +75,25 @@ Status parse_backend(const std::string& name, Backend* backend) {
       "unknown backend '" + name + "' (expected auto, cpu-reference, cpu-fast or cuda-mma)");
 }
 
+const char* precision_name(Precision precision) {
+  switch (precision) {
+    case Precision::kExact:
+      return "exact";
+    case Precision::kFast:
+      return "fast";
+  }
+  return "unknown precision";
+}
+
+Status parse_precision(const std::string& name, Precision* precision) {
+  for (Precision p : {Precision::kExact, Precision::kFast}) {
+    if (name == precision_name(p)) {
+      *precision = p;
+      return Status::Ok();
+    }
+  }
+  return Status(StatusCode::kInvalidArgument,
+                "unknown precision '" + name + "' (expected exact or fast)");
+}
+
 }  // namespace treeverify
