@@ -147,6 +147,9 @@ struct Plan {
   DType dtype = DType::kBF16;
   KvFormat kv_format = KvFormat::kSameAsQ;
   float softmax_scale = 0.f;
+  // What the chosen kernel computes: options.precision, or kExact where fast products do not
+  // run (Plan::reason says why). Tests and `treeverify check` round their oracle by this.
+  Precision precision = Precision::kExact;
   PlanOptions options;
   int32_t device = -1;  // CUDA backends: the device ordinal the plan is for
 

@@ -129,6 +129,11 @@ using VariantWide4 = Variant<4, 4>;   // 64 rows, 4 stages: sm_90/100 (227 KB pe
 using VariantSmallBulk = Variant<1, 2, true>;      // 16 rows, bulk copies (sm_90+); in_order
 using VariantWide3T16 = Variant<4, 3, false, 16>;  // 64 rows, 3 x 16 tokens: 99 KB; overlap
 
+// Whether code for SM version `sm` runs mma.sync e4m3 natively (one QMMA; sm_89, sm_120 and
+// sm_121, SASS read with cuobjdump 2026-11-30): where Precision::kFast runs its FP8 products.
+// sm_90 emulates them (fp16 HMMA after conversion); sm_100 is not verified.
+constexpr bool native_fp8_mma(int sm) { return sm == 89 || sm == 120 || sm == 121; }
+
 inline constexpr int kSmemLimitConsumer = 101376;  // per block on sm_86, sm_89, sm_120
 static_assert(VariantLarge2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantSmall::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
