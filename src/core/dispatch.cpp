@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <string>
+#include <utility>
 
 #include "core/check.h"
 #include "core/cuda_backend.h"
@@ -34,6 +35,20 @@ Status plan_cuda(const VerifyProblem& problem, const detail::ProblemSummary& sum
   DeviceInfo device;
   TV_RETURN_IF_ERROR(detail::cuda_device_info(ordinal, &device));
   return detail::cuda_plan(problem, summary, options, device, plan);
+}
+
+// cpu-fast has no FP8 products: it computes exact whatever was asked, and says so when fast
+// was asked.
+void plan_cpu_fast(const PlanOptions& options, std::string reason, Plan* p) {
+  p->backend = Backend::kCpuFast;
+  p->kernel = "cpu-fast/fp32-blas";
+  p->reason = std::move(reason);
+  p->precision = Precision::kExact;
+  if (options.precision == Precision::kFast) {
+    p->reason +=
+        "; precision exact, not fast: the CPU backend computes exact (fp32 products on the "
+        "dequantized cache)";
+  }
 }
 
 }  // namespace
@@ -68,11 +83,16 @@ Status plan(const VerifyProblem& problem, const PlanOptions& options, Plan* out)
       p.backend = Backend::kCpuReference;
       p.kernel = "cpu-reference/fp64";
       p.reason = "requested: the float64 oracle";
+      // The oracle of the fast kernels too: with round_p it rounds Q and P as they do.
+      p.precision = options.precision;
+      if (options.precision == Precision::kFast) {
+        p.reason += options.round_p ? "; precision fast: Q and P rounded to e4m3 as the fast "
+                                      "kernels round them"
+                                    : "; precision fast, but round_p is off: nothing rounded";
+      }
       break;
     case Backend::kCpuFast:
-      p.backend = Backend::kCpuFast;
-      p.kernel = "cpu-fast/fp32-blas";
-      p.reason = "requested";
+      plan_cpu_fast(options, "requested", &p);
       break;
     case Backend::kCudaMma:
       TV_RETURN_IF_ERROR(plan_cuda(problem, summary, options, &p));
@@ -82,9 +102,7 @@ Status plan(const VerifyProblem& problem, const PlanOptions& options, Plan* out)
       // The GPU when this machine has a usable one; the CPU fallback only when it has none.
       // A GPU that refuses the problem is an error, not a silent switch to the CPU.
       if (std::string why = cuda_unavailable_reason(); !why.empty()) {
-        p.backend = Backend::kCpuFast;
-        p.kernel = "cpu-fast/fp32-blas";
-        p.reason = "no GPU: " + why;
+        plan_cpu_fast(options, "no GPU: " + why, &p);
       } else {
         TV_RETURN_IF_ERROR(plan_cuda(problem, summary, options, &p));
         p.backend = Backend::kCudaMma;
