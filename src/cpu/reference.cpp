@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/fp8_rounding.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/cpu_util.h"
 #include "treeverify/half.h"
@@ -42,6 +43,9 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
   const int32_t heads = plan.num_heads, nodes = req.num_nodes;
   const int64_t kvl = req.kv_len, rows = int64_t{nodes} * heads;
   const double scale = plan.softmax_scale;
+  // Precision::kFast with round_p: Q and P rounded to e4m3 as the fast kernels round them
+  // (core/fp8_rounding.h) instead of P to the input dtype.
+  const bool fast = round_p && plan.precision == Precision::kFast;
   const Strides st = resolve_strides(plan, t);
   const auto* q = static_cast<const uint16_t*>(t.q);
   const std::vector<uint8_t> sees = tree_visibility(t.parents + req.q0, nodes);
@@ -62,6 +66,7 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
       load_row(plan.dtype, q + (req.q0 + node) * st.q_token + head * st.q_head, kQKDim,
                &qd[r * kQKDim]);
       row_bad[r] = any_nonfinite(&qd[r * kQKDim], kQKDim);
+      if (fast) round_q_row_fast(&qd[r * kQKDim], kQKDim);  // a bad row is NaN whatever it holds
     }
     // Pass 1: scaled scores, token-outer so each KV row is decoded once per block.
     for (int64_t tok = 0; tok < kvl; ++tok) {
@@ -77,8 +82,10 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
     }
     // Pass 2: p = exp(s - max) in place; the normaliser is the sum of the unrounded p's. With
     // round_p, P.V uses p rounded to the input dtype, as the GPU kernels feed bf16/fp16 P to
-    // the tensor cores while summing the fp32 p's. (The GPU subtracts a running max, not the
-    // row max; the difference is far below the rounding step itself.)
+    // the tensor cores while summing the fp32 p's (fast: p x 448 rounded to e4m3). (The GPU
+    // subtracts a running max, not the row max; the difference is far below the rounding step
+    // itself. It moves where the rounding steps fall, so the rounded P matches the kernel's
+    // in size of error, not bit for bit, for tiles before the row's max.)
     for (int64_t r = 0; r < nr; ++r) {
       double* sr = &s[r * kvl];
       const double mx = *std::max_element(sr, sr + kvl);
@@ -97,7 +104,9 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
       for (int64_t tok = 0; tok < kvl; ++tok) {
         const double p = std::exp(sr[tok] - mx);  // exp(-inf) = 0 for masked tokens
         sum[r] += p;
-        sr[tok] = round_p ? round_to(plan.dtype, static_cast<float>(p)) : p;
+        sr[tok] = fast      ? round_p_fast(p)
+                  : round_p ? round_to(plan.dtype, static_cast<float>(p))
+                            : p;
       }
       res->lse[out_row] = mx + std::log(sum[r]);
     }
@@ -129,6 +138,11 @@ Status reference_attention(const Plan& plan, const VerifyTensors& tensors, bool 
                            ReferenceResult* result) {
   TV_REQUIRE(result != nullptr, "result", "null");
   TV_RETURN_IF_ERROR(check_host_inputs(plan, tensors, /*need_out=*/false));
+  // As plan() requires: fast rounding exists for e4m3 caches only.
+  TV_REQUIRE(plan.precision == Precision::kExact ||
+                 (plan.precision == Precision::kFast && plan.kv_format == KvFormat::kE4M3),
+             "plan.precision", "{} with a {} KV cache", precision_name(plan.precision),
+             plan.kv_format == KvFormat::kE4M3 ? "e4m3" : dtype_name(plan.dtype));
   const int64_t rows = int64_t{plan.total_q} * plan.num_heads;
   ReferenceResult res;
   res.out.assign(rows * kVDim, 0.0);

@@ -1,10 +1,13 @@
-// Precision (verify.h): its names, and plan()'s choice and errors on the CPU backends.
+// Precision (verify.h): its names, plan()'s choice and errors on the CPU backends, and the
+// oracle's fast rounding (core/fp8_rounding.h), which the GPU tests hold the fast kernels to.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "core/fp8_rounding.h"
+#include "cpu/cpu_backend.h"
 #include "cpu_test_util.h"
 
 namespace tvtest {
@@ -17,6 +20,9 @@ using treeverify::PlanOptions;
 using treeverify::Precision;
 using treeverify::Status;
 using treeverify::StatusCode;
+using treeverify::detail::FastQRow;
+using treeverify::detail::reference_attention;
+using treeverify::detail::ReferenceResult;
 
 HostCase small_case(KvFormat kv_format, uint64_t seed = 31) {
   return treeverify::testing::make_case(CaseSpec{.name = "precision",
@@ -88,6 +94,167 @@ TEST(Precision, CpuBackendsPlanTheirPrecision) {
           << p.reason;
     }
   }
+}
+
+// A hand-made row: amax 224 makes the multiplier 448 / 224 = 2 exactly, so every product
+// below is exact and the ties are ties.
+TEST(Precision, QRowQuantization) {
+  std::vector<float> q(treeverify::kQKDim, 0.f);
+  q[0] = -224.f;                    // amax: code -448
+  q[1] = 0.53125f;                  // x2 = 1.0625, halfway 1 and 1.125: to even, 1
+  q[2] = 0.59375f;                  // x2 = 1.1875, halfway 1.125 and 1.25: to even, 1.25
+  q[3] = 100.f;                     // x2 = 200, halfway 192 and 208: to even, 192
+  q[4] = 0.3f;                      // x2 = 0.6 (float), nearest 0.625
+  q[5] = 3 * std::ldexp(1.f, -11);  // x2 = 1.5 x 2^-9, subnormal tie: to 2^-8
+  q[6] = std::ldexp(1.f, -13);      // x2 = 2^-12: below half the smallest subnormal, to 0
+  const FastQRow row = treeverify::detail::fast_q_row(q.data(), treeverify::kQKDim);
+  EXPECT_EQ(row.amax, 224.f);
+  EXPECT_EQ(row.inv, 2.f);
+  EXPECT_EQ(row.scale, 0.5);
+  const uint8_t want_codes[] = {0xfe, 0x38, 0x3a, 0x74, 0x32, 0x02, 0x00};
+  const double want_values[] = {-224, 0.5, 0.625, 96, 0.3125, std::ldexp(1.0, -9), 0};
+  std::vector<double> rounded(q.begin(), q.end());
+  treeverify::detail::round_q_row_fast(rounded.data(), treeverify::kQKDim);
+  for (int c = 0; c < 7; ++c) {
+    EXPECT_EQ(treeverify::detail::fast_q_code(q[c], row), want_codes[c]) << "column " << c;
+    EXPECT_EQ(rounded[c], want_values[c]) << "column " << c;
+  }
+  for (int c = 7; c < treeverify::kQKDim; ++c) ASSERT_EQ(rounded[c], 0.0) << "column " << c;
+
+  // A scale that is not a power of two: amax still lands on 448, and on amax again once
+  // scaled back.
+  q[0] = 300.f;
+  const FastQRow r300 = treeverify::detail::fast_q_row(q.data(), treeverify::kQKDim);
+  EXPECT_EQ(r300.inv, 448.f / 300.f);
+  EXPECT_EQ(r300.scale, 300.0 / 448.0);
+  EXPECT_EQ(treeverify::detail::fast_q_code(q[0], r300), 0x7e);
+  std::vector<double> r(q.begin(), q.end());
+  treeverify::detail::round_q_row_fast(r.data(), treeverify::kQKDim);
+  EXPECT_DOUBLE_EQ(r[0], 300.0);
+
+  // A zero row: scale 1, codes 0, nothing divided by zero.
+  std::vector<double> zero(treeverify::kQKDim, 0.0);
+  const FastQRow rz = treeverify::detail::fast_q_row(zero.data(), treeverify::kQKDim);
+  EXPECT_EQ(rz.amax, 0.f);
+  EXPECT_EQ(rz.inv, 1.f);
+  EXPECT_EQ(rz.scale, 1.0);
+  treeverify::detail::round_q_row_fast(zero.data(), treeverify::kQKDim);
+  for (double v : zero) ASSERT_EQ(v, 0.0);
+}
+
+// p x 448 rounded to e4m3 and divided by 448 again; p = k / 64 keeps p x 448 = 7k exact.
+TEST(Precision, PRounding) {
+  using treeverify::detail::round_p_fast;
+  EXPECT_EQ(round_p_fast(1.0), 1.0);  // 448: the largest e4m3 value, not saturated past it
+  EXPECT_EQ(round_p_fast(0.0), 0.0);
+  EXPECT_EQ(round_p_fast(0.5), 0.5);
+  EXPECT_EQ(round_p_fast(3.0 / 64), 20.0 / 448);       // 21, halfway 20 and 22: to even, 20
+  EXPECT_EQ(round_p_fast(5.0 / 64), 36.0 / 448);       // 35: nearest 36
+  EXPECT_EQ(round_p_fast(std::ldexp(1.0, -20)), 0.0);  // 448 x 2^-20 < 2^-10: flushed to 0
+  // 448 x 2^-16 = 3.5 subnormal steps of 2^-9: a tie, to even, 4 steps.
+  EXPECT_EQ(round_p_fast(std::ldexp(1.0, -16)), std::ldexp(1.0, -7) / 448);
+}
+
+// The oracle's fast rounding on a case: off (round_p false) it gives the bits it gave before;
+// on, out moves by the size e4m3 rounding of Q and P gives. Measured on this case (bf16, N(0, 1)
+// q and KV, seeds 31 and 1-5): out rel Frobenius 3.9-5.5e-2 against the exact oracle (5.1e-2
+// at seed 31), lse max abs 0.13-0.27 nats. Q's rounding makes most of it: with P rounded alone
+// out moves 1.2e-2 and lse not at all (seed 31, measured by disabling the Q rounding). The
+// bounds fail if the rounding is skipped (0) or off by a scale factor (order 1).
+TEST(Precision, OracleFastRoundingMovesOutByTheE4m3Step) {
+  const HostCase c = small_case(KvFormat::kE4M3);
+  PlanOptions o;
+  o.backend = Backend::kCpuReference;
+  Plan exact = plan_for(c, o);
+  exact.kv_format = KvFormat::kE4M3;
+  Plan fast = exact;
+  fast.precision = Precision::kFast;
+  ReferenceResult ref_exact, ref_fast, ref_fast_unrounded, ref_exact_rounded;
+  ASSERT_TRUE(reference_attention(exact, c.tensors(nullptr, nullptr), false, &ref_exact).ok());
+  ASSERT_TRUE(reference_attention(fast, c.tensors(nullptr, nullptr), true, &ref_fast).ok());
+  ASSERT_TRUE(
+      reference_attention(fast, c.tensors(nullptr, nullptr), false, &ref_fast_unrounded).ok());
+  ASSERT_TRUE(
+      reference_attention(exact, c.tensors(nullptr, nullptr), true, &ref_exact_rounded).ok());
+  EXPECT_EQ(ref_fast_unrounded.out, ref_exact.out);  // round_p off: fast rounds nothing
+  EXPECT_EQ(ref_fast_unrounded.lse, ref_exact.lse);
+
+  const double err = rel_fro(ref_fast.out, ref_exact.out);
+  double lse_err = 0;
+  for (size_t i = 0; i < ref_exact.lse.size(); ++i) {
+    lse_err = std::max(lse_err, std::fabs(ref_fast.lse[i] - ref_exact.lse[i]));
+  }
+  EXPECT_GT(err, 1e-3);
+  EXPECT_LT(err, 0.1);
+  EXPECT_GT(lse_err, 1e-3);  // Q's rounding moves the scores; P's does not reach lse
+  EXPECT_LT(lse_err, 0.5);
+  // e4m3 P (3 mantissa bits) is coarser than bf16 P (8): fast moves out further.
+  EXPECT_GT(err, 2 * rel_fro(ref_exact_rounded.out, ref_exact.out));
+  RecordProperty("out_rel_fro", std::to_string(err));
+  RecordProperty("lse_max_abs", std::to_string(lse_err));
+}
+
+// P's rounding alone: q rows that e4m3 holds exactly (every value a code / 64, and 7 = 448 / 64
+// in each row, so the row's multiplier is 64) come through Q's rounding unchanged, so the
+// scores and lse are the exact oracle's to the bit, and out moves by P's e4m3 step only
+// (measured: 1.0e-2, seed 31).
+TEST(Precision, OracleFastRoundingOfPAlone) {
+  HostCase c = small_case(KvFormat::kE4M3);
+  const DType dtype = c.spec.dtype;
+  for (size_t i = 0; i < c.q.size(); ++i) {
+    const float v = treeverify::half_to_float(dtype, c.q[i]);
+    const float held = i % treeverify::kQKDim == 0
+                           ? 7.f
+                           : treeverify::e4m3_to_float(treeverify::float_to_e4m3(v * 64)) / 64;
+    c.q[i] = treeverify::float_to_half(dtype, held);
+    ASSERT_EQ(treeverify::half_to_float(dtype, c.q[i]), held);
+  }
+  Plan exact = plan_for(c);
+  exact.kv_format = KvFormat::kE4M3;
+  Plan fast = exact;
+  fast.precision = Precision::kFast;
+  ReferenceResult ref_exact, ref_fast;
+  ASSERT_TRUE(reference_attention(exact, c.tensors(nullptr, nullptr), false, &ref_exact).ok());
+  ASSERT_TRUE(reference_attention(fast, c.tensors(nullptr, nullptr), true, &ref_fast).ok());
+  EXPECT_EQ(ref_fast.lse, ref_exact.lse);
+  const double err = rel_fro(ref_fast.out, ref_exact.out);
+  EXPECT_GT(err, 3e-3);
+  EXPECT_LT(err, 3e-2);
+}
+
+// The non-finite policy holds with fast rounding: an infinity in one q row makes that row NaN
+// (verify.h), and leaves every other row as it was.
+TEST(Precision, OracleFastRoundingKeepsTheNanPolicy) {
+  const HostCase c = small_case(KvFormat::kE4M3);
+  HostCase bad = c;
+  const int row = 5;  // node 1, head 1
+  bad.q[row * treeverify::kQKDim + 17] = treeverify::float_to_half(c.spec.dtype, INFINITY);
+  Plan p = plan_for(c);
+  p.kv_format = KvFormat::kE4M3;
+  p.precision = Precision::kFast;
+  ReferenceResult want, got;
+  ASSERT_TRUE(reference_attention(p, c.tensors(nullptr, nullptr), true, &want).ok());
+  ASSERT_TRUE(reference_attention(p, bad.tensors(nullptr, nullptr), true, &got).ok());
+  for (size_t r = 0; r < want.lse.size(); ++r) {
+    if (static_cast<int>(r) == row) {
+      EXPECT_TRUE(std::isnan(got.lse[r]));
+      for (int k = 0; k < treeverify::kVDim; ++k)
+        ASSERT_TRUE(std::isnan(got.out[r * treeverify::kVDim + k]));
+    } else {
+      EXPECT_EQ(got.lse[r], want.lse[r]) << "row " << r;
+    }
+  }
+}
+
+// The oracle refuses fast rounding of a 16-bit cache, as plan() does.
+TEST(Precision, OracleRejectsFastWithA16BitCache) {
+  const HostCase c = small_case(KvFormat::kSameAsQ);
+  Plan p = plan_for(c);
+  p.precision = Precision::kFast;
+  ReferenceResult r;
+  const Status s = reference_attention(p, c.tensors(nullptr, nullptr), true, &r);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("plan.precision"), std::string::npos) << s.message();
 }
 
 }  // namespace

@@ -1,0 +1,59 @@
+// The roundings of Precision::kFast (verify.h), written out for the float64 oracle
+// (src/cpu/reference.cpp) so that it rounds Q and P exactly as the fast CUDA kernels do. They
+// mirror the kernels' arithmetic step by step (float32 where the kernels use float32); the
+// kernels do not include this header, so a change to either side must be made to both, and the
+// GPU tests, which compare the kernels with this oracle, are what keeps them together.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "treeverify/half.h"
+
+namespace treeverify::detail {
+
+// The largest finite e4m3 value: the fast kernels scale Q rows and P so their largest
+// magnitude lands on it, using all of e4m3's normal range (its smallest normal is 2^-6).
+inline constexpr float kE4m3Max = 448.f;
+
+// A query row's e4m3 scaling (a row: one token's head, 576 values): code = e4m3(q x inv) and
+// the value the products see is code x scale. A zero row keeps scale 1 (its codes are 0).
+struct FastQRow {
+  float amax = 0.f;    // max |q| over the row, float32
+  float inv = 1.f;     // 448 / amax in float32, as the kernel multiplies by it
+  double scale = 1.0;  // amax / 448 (float64): the dequantization factor
+};
+
+// T is float or double holding values read from bf16/fp16, so the float conversion is exact.
+template <typename T>
+FastQRow fast_q_row(const T* q, int n) {
+  FastQRow r;
+  for (int c = 0; c < n; ++c) r.amax = std::max(r.amax, std::fabs(static_cast<float>(q[c])));
+  if (r.amax > 0.f) {
+    r.inv = kE4m3Max / r.amax;
+    r.scale = static_cast<double>(r.amax) / kE4m3Max;
+  }
+  return r;
+}
+
+// The e4m3 code of one value of the row: a float32 product, then the saturating
+// round-to-nearest-even conversion (as cvt.rn.satfinite.e4m3x2.f32 does).
+inline uint8_t fast_q_code(float q, const FastQRow& row) { return float_to_e4m3(q * row.inv); }
+
+// In place: each value of the row replaced by the one the fast kernels' Q.K products see.
+inline void round_q_row_fast(double* q, int n) {
+  const FastQRow row = fast_q_row(q, n);
+  for (int c = 0; c < n; ++c) {
+    q[c] = e4m3_to_float(fast_q_code(static_cast<float>(q[c]), row)) * row.scale;
+  }
+}
+
+// A softmax probability p = exp(s - max) in [0, 1] as the fast kernels' P.V product sees it:
+// p x 448 (float32) rounded to e4m3, then divided by 448 again. The row's normaliser sums the
+// unrounded p's, here and in the kernels.
+inline double round_p_fast(double p) {
+  return e4m3_to_float(float_to_e4m3(static_cast<float>(p) * kE4m3Max)) / double{kE4m3Max};
+}
+
+}  // namespace treeverify::detail
