@@ -40,13 +40,19 @@ $bin/treeverify doctor >"$out/doctor.txt" 2>&1
 if want tests; then
   timeout 400 $bin/treeverify_gpu_tests --gtest_brief=1 >"$out/gpu_tests.log" 2>&1
   echo "gpu tests: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/gpu_tests.log" | tr '\n' ' ')"
+  # Fast mode's errors (tests/cuda/test_fast_gpu.cpp): the largest of each, and the worst cases.
+  grep '^fast-accuracy' "$out/gpu_tests.log" | awk -F' [|] ' '
+    { n++; split($1, kv, " "); for (i = 2; i in kv; i++) { split(kv[i], e, "=");
+        if (e[2] + 0 >= mx[e[1]]) { mx[e[1]] = e[2] + 0; at[e[1]] = $2 } } }
+    END { for (k in mx) printf "fast-accuracy max %s = %.3g (%s)\n", k, mx[k], at[k];
+          print "fast-accuracy: " n " cases" }' | sort
 fi
 if want sanitize; then
   # One log for both tools: the device tool returns at most 8 files.
   : >"$out/sanitize.log"
   for tool in memcheck racecheck; do
     timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 $bin/treeverify_gpu_tests \
-      --gtest_brief=1 --gtest_filter='GpuVerify.Heads:GpuVerify.StepDataFollowsThePlan:GpuVerify.GraphBringsItsOwnStepData:GpuVerify.ChunkLengths:GpuNonFinite.EveryVariantOnce:GpuE4M3.EveryVariantAndDtype:GpuErrors.StridedQueryMatchesContiguous:KvCommitGpu*' >"$out/sanitize_$tool.tmp" 2>&1
+      --gtest_brief=1 --gtest_filter='GpuVerify.Heads:GpuVerify.StepDataFollowsThePlan:GpuVerify.GraphBringsItsOwnStepData:GpuVerify.ChunkLengths:GpuNonFinite.EveryVariantOnce:GpuE4M3.EveryVariantAndDtype:GpuFast.EveryVariantAndDtype:GpuFast.NanCodeReachesOnlyTheRowsThatSeeIt:GpuErrors.StridedQueryMatchesContiguous:KvCommitGpu*' >"$out/sanitize_$tool.tmp" 2>&1
     echo "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$out/sanitize_$tool.tmp" | tr '\n' ' ')"
     cat "$out/sanitize_$tool.tmp" >>"$out/sanitize.log" && rm "$out/sanitize_$tool.tmp"
   done

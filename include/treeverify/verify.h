@@ -128,6 +128,7 @@ struct PlanState {
   // into chunks of chunk_tokens; num_chunks is the largest chunk count of any request.
   int32_t chunk_tokens = 0, num_chunks = 0, config_arch = 0;
   int32_t variant = 0;  // backend-specific kernel variant (CUDA: rows per CTA and stages)
+  int32_t tile_tokens = 0;  // CUDA: KV tokens a tile of that variant (its online softmax's step)
   uint64_t id = 0;      // CUDA: distinct for each plan() call; names the step data in a workspace
   bool programmatic_combine = false;  // CUDA: the split combine overlaps the main kernel's tail
   int32_t device_sms = 0;             // CUDA: SMs of Plan::device (the combine's block size)

@@ -21,8 +21,8 @@ inline constexpr float kE4m3Max = 448.f;
 // the value the products see is code x scale. A zero row keeps scale 1 (its codes are 0).
 struct FastQRow {
   float amax = 0.f;    // max |q| over the row, float32
-  float inv = 1.f;     // 448 / amax in float32, as the kernel multiplies by it
-  double scale = 1.0;  // amax / 448 (float64): the dequantization factor
+  float inv = 1.f;     // 448 / amax in float32, as the kernel multiplies by it, capped at 2^126
+  double scale = 1.0;  // 1 / inv (float64, about amax / 448): the dequantization factor
 };
 
 // T is float or double holding values read from bf16/fp16, so the float conversion is exact.
@@ -31,8 +31,9 @@ FastQRow fast_q_row(const T* q, int n) {
   FastQRow r;
   for (int c = 0; c < n; ++c) r.amax = std::max(r.amax, std::fabs(static_cast<float>(q[c])));
   if (r.amax > 0.f) {
-    r.inv = kE4m3Max / r.amax;
-    r.scale = static_cast<double>(r.amax) / kE4m3Max;
+    // The cap keeps a row of tiny values (amax under 448 / FLT_MAX: bf16 subnormals) finite.
+    r.inv = std::min(kE4m3Max / r.amax, 0x1p126f);
+    r.scale = 1.0 / r.inv;
   }
   return r;
 }

@@ -17,8 +17,17 @@ struct ReferenceResult {
   std::vector<double> out;
   std::vector<double> lse;
 };
+// The fast kernels round p x 448 after subtracting their online softmax's running max: the
+// max of the token's chunk up to the end of its KV tile. Given the GPU plan's chunk and tile
+// lengths (PlanState), the oracle with fast rounding subtracts the same maxima, so its P codes
+// are the kernel's (up to float rounding of the max); without them it subtracts the row's max,
+// and its P matches the kernel's in the size of its error only.
+struct FastPMaxima {
+  int32_t chunk_tokens = 0;  // 0: one chunk
+  int32_t tile_tokens = 0;   // 0: the row's max
+};
 Status reference_attention(const Plan& plan, const VerifyTensors& tensors, bool round_p,
-                           ReferenceResult* result);
+                           ReferenceResult* result, FastPMaxima maxima = {});
 
 // Backend kCpuReference: reference_attention rounded into out (dtype) and lse (fp32).
 Status cpu_reference_run(const Plan& plan, const VerifyTensors& tensors);

@@ -39,7 +39,7 @@ std::vector<uint8_t> tree_visibility(const int32_t* parents, int32_t num_nodes) 
 }
 
 void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSpan& req,
-                       bool round_p, ReferenceResult* res) {
+                       bool round_p, FastPMaxima maxima, ReferenceResult* res) {
   const int32_t heads = plan.num_heads, nodes = req.num_nodes;
   const int64_t kvl = req.kv_len, rows = int64_t{nodes} * heads;
   const double scale = plan.softmax_scale;
@@ -85,7 +85,8 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
     // the tensor cores while summing the fp32 p's (fast: p x 448 rounded to e4m3). (The GPU
     // subtracts a running max, not the row max; the difference is far below the rounding step
     // itself. It moves where the rounding steps fall, so the rounded P matches the kernel's
-    // in size of error, not bit for bit, for tiles before the row's max.)
+    // in size of error, not bit for bit, for tiles before the row's max; fast rounding with
+    // `maxima` subtracts the kernel's running maxima instead, FastPMaxima.)
     for (int64_t r = 0; r < nr; ++r) {
       double* sr = &s[r * kvl];
       const double mx = *std::max_element(sr, sr + kvl);
@@ -101,12 +102,31 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
         res->lse[out_row] = kNegInf;
         continue;
       }
-      for (int64_t tok = 0; tok < kvl; ++tok) {
-        const double p = std::exp(sr[tok] - mx);  // exp(-inf) = 0 for masked tokens
-        sum[r] += p;
-        sr[tok] = fast      ? round_p_fast(p)
-                  : round_p ? round_to(plan.dtype, static_cast<float>(p))
-                            : p;
+      if (fast && maxima.tile_tokens > 0) {
+        const int64_t chunk = maxima.chunk_tokens > 0 ? maxima.chunk_tokens : kvl;
+        for (int64_t c0 = 0; c0 < kvl; c0 += chunk) {
+          const int64_t c1 = std::min(kvl, c0 + chunk);
+          double run = kNegInf;  // the chunk's running max, through the current tile
+          for (int64_t t0 = c0; t0 < c1; t0 += maxima.tile_tokens) {
+            const int64_t t1 = std::min(c1, t0 + maxima.tile_tokens);
+            run = std::max(run, *std::max_element(sr + t0, sr + t1));
+            for (int64_t tok = t0; tok < t1; ++tok) {
+              const double p = std::exp(sr[tok] - mx);
+              sum[r] += p;
+              // Rounded relative to `run`, as the kernel holds it, then brought to the row max.
+              sr[tok] =
+                  run == kNegInf ? 0.0 : round_p_fast(std::exp(sr[tok] - run)) * std::exp(run - mx);
+            }
+          }
+        }
+      } else {
+        for (int64_t tok = 0; tok < kvl; ++tok) {
+          const double p = std::exp(sr[tok] - mx);  // exp(-inf) = 0 for masked tokens
+          sum[r] += p;
+          sr[tok] = fast      ? round_p_fast(p)
+                    : round_p ? round_to(plan.dtype, static_cast<float>(p))
+                              : p;
+        }
       }
       res->lse[out_row] = mx + std::log(sum[r]);
     }
@@ -135,7 +155,7 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
 }  // namespace
 
 Status reference_attention(const Plan& plan, const VerifyTensors& tensors, bool round_p,
-                           ReferenceResult* result) {
+                           ReferenceResult* result, FastPMaxima maxima) {
   TV_REQUIRE(result != nullptr, "result", "null");
   TV_RETURN_IF_ERROR(check_host_inputs(plan, tensors, /*need_out=*/false));
   // As plan() requires: fast rounding exists for e4m3 caches only.
@@ -149,7 +169,7 @@ Status reference_attention(const Plan& plan, const VerifyTensors& tensors, bool 
   res.lse.assign(rows, kNegInf);
   for (int32_t b = 0; b < plan.batch_size; ++b) {
     const RequestSpan req = request_span(tensors, b);
-    if (req.num_nodes > 0) reference_request(plan, tensors, req, round_p, &res);
+    if (req.num_nodes > 0) reference_request(plan, tensors, req, round_p, maxima, &res);
   }
   *result = std::move(res);
   return Status::Ok();

@@ -105,14 +105,23 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   };
   const cudaError_t err =
       cuda::mma::with_variant(static_cast<VariantId>(plan.state.variant), [&]<typename V>(V) {
-        const dim3 grid((max_rows + V::kRows - 1) / V::kRows, plan.state.num_chunks, plan.batch_size);
-        if (plan.kv_format == KvFormat::kE4M3)
+        const dim3 grid((max_rows + V::kRows - 1) / V::kRows, plan.state.num_chunks,
+                        plan.batch_size);
+        using cuda::mma::KvMode;
+        auto launch = [&]<KvMode kMode>() {
           return plan.dtype == DType::kBF16
-                     ? cuda::mma::launch_verify<__nv_bfloat16, V, true>(kp, grid, stream)
-                     : cuda::mma::launch_verify<__half, V, true>(kp, grid, stream);
-        return plan.dtype == DType::kBF16
-                   ? cuda::mma::launch_verify<__nv_bfloat16, V>(kp, grid, stream)
-                   : cuda::mma::launch_verify<__half, V>(kp, grid, stream);
+                     ? cuda::mma::launch_verify<__nv_bfloat16, V, kMode>(kp, grid, stream)
+                     : cuda::mma::launch_verify<__half, V, kMode>(kp, grid, stream);
+        };
+        if (plan.kv_format != KvFormat::kE4M3) return launch.template operator()<KvMode::k16>();
+        // plan.precision is kFast only where cuda_plan chose the fast kernel.
+        if (plan.precision == Precision::kFast) {
+          if constexpr (cuda::mma::fast_mode_variant(cuda::mma::variant_id<V>()))
+            return launch.template operator()<KvMode::kE4M3Fast>();
+          else
+            return cudaErrorInvalidValue;  // fast_mode_variant: never planned
+        }
+        return launch.template operator()<KvMode::kE4M3>();
       });
   if (err != cudaSuccess) return cuda_error("verify_mma_kernel launch", err);
 

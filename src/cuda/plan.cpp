@@ -16,6 +16,7 @@
 namespace treeverify::detail {
 namespace {
 
+using cuda::mma::KvMode;
 using cuda::mma::VariantId;
 
 struct VariantFacts {
@@ -33,27 +34,34 @@ std::string variant_name(VariantId v) {
   });
 }
 
-// Rows, shared memory and measured occupancy of a variant on the current device, for a
-// 16-bit or (e4m3) an e4m3 cache.
-VariantFacts variant_facts(VariantId v, DType dtype, bool e4m3) {
+// Rows, shared memory and measured occupancy of a variant's kernel for `mode` on the current
+// device.
+VariantFacts variant_facts(VariantId v, DType dtype, KvMode mode) {
   return cuda::mma::with_variant(v, [&]<typename V>(V) {
     using cuda::mma::verify_ctas_per_sm;
-    const bool bf16 = dtype == DType::kBF16;
-    const int ctas =
-        e4m3 ? (bf16 ? verify_ctas_per_sm<__nv_bfloat16, V, true>()
-                     : verify_ctas_per_sm<__half, V, true>())
-             : (bf16 ? verify_ctas_per_sm<__nv_bfloat16, V>() : verify_ctas_per_sm<__half, V>());
+    auto ctas_for = [&]<KvMode kMode>() {
+      return dtype == DType::kBF16 ? verify_ctas_per_sm<__nv_bfloat16, V, kMode>()
+                                   : verify_ctas_per_sm<__half, V, kMode>();
+    };
+    int ctas = 0;
+    if (mode == KvMode::kE4M3) {
+      ctas = ctas_for.template operator()<KvMode::kE4M3>();
+    } else if (mode == KvMode::k16) {
+      ctas = ctas_for.template operator()<KvMode::k16>();
+    } else if constexpr (cuda::mma::fast_mode_variant(cuda::mma::variant_id<V>())) {
+      ctas = ctas_for.template operator()<KvMode::kE4M3Fast>();  // only these are instantiated
+    }
     return VariantFacts{V::kRows, V::kTokens, V::kSmemBytes,  ctas,
                         V::kBulk, V::kHalves, variant_name(v)};
   });
 }
 
 // variant_facts on `device`, made current for the occupancy query, the caller's restored.
-VariantFacts variant_facts_on(const DeviceInfo& device, VariantId v, DType dtype, bool e4m3) {
+VariantFacts variant_facts_on(const DeviceInfo& device, VariantId v, DType dtype, KvMode mode) {
   int previous = 0;
   (void)cudaGetDevice(&previous);
   (void)cudaSetDevice(device.ordinal);
-  VariantFacts facts = variant_facts(v, dtype, e4m3);
+  VariantFacts facts = variant_facts(v, dtype, mode);
   (void)cudaSetDevice(previous);
   return facts;
 }
@@ -170,7 +178,29 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                   missing,
                   forced_rows > 0 ? fmt::format(" ({} rows a CTA forced)", forced_rows) : "");
   const bool e4m3 = problem.kv_format == KvFormat::kE4M3;
-  const VariantFacts facts = variant_facts_on(device, variant, problem.dtype, e4m3);
+  // Fast mode (Precision::kFast) runs where the table's architecture has native e4m3 products
+  // and this build's code holds the fast kernel; otherwise the call runs exact, and says why.
+  KvMode mode = e4m3 ? KvMode::kE4M3 : KvMode::k16;
+  std::string precision_note;
+  if (e4m3 && options.precision == Precision::kFast) {
+    if (!cuda::mma::native_fp8_mma(config_arch))
+      precision_note = fmt::format(
+          "; fast asked, run exact: {}",
+          config_arch < 89 ? fmt::format("sm_{} has no e4m3 mma", config_arch)
+          : config_arch < 100
+              ? fmt::format("sm_{} emulates e4m3 mma.sync (fp16 products after "
+                            "conversion, slower than exact; Hopper's FP8 speed is "
+                            "in wgmma, not built)",
+                            config_arch)
+              : fmt::format("sm_{}'s e4m3 mma.sync is not verified native", config_arch));
+    else if (!cuda::mma::fast_compiled_for(variant, device.kernel_arch))
+      precision_note = fmt::format(
+          "; fast asked, run exact: the fast kernel of {} is not in the sm_{} code of this build",
+          variant_name(variant), device.kernel_arch);
+    else
+      mode = KvMode::kE4M3Fast;
+  }
+  const VariantFacts facts = variant_facts_on(device, variant, problem.dtype, mode);
   TV_REQUIRE_CODE(
       StatusCode::kUnsupported,
       facts.ctas_per_sm > 0 && static_cast<size_t>(facts.smem) <= device.smem_per_block_optin,
@@ -209,9 +239,10 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                                                   rows, cuda::mma::kThisBuild)
                               .variant;
       if (v == VariantId::kNone || v == chosen || rows >= facts.rows ||
-          !cuda::mma::variant_compiled_for(v, device.kernel_arch))
+          !cuda::mma::variant_compiled_for(v, device.kernel_arch) ||
+          (mode == KvMode::kE4M3Fast && !cuda::mma::fast_compiled_for(v, device.kernel_arch)))
         continue;
-      const VariantFacts f = variant_facts_on(device, v, problem.dtype, e4m3);
+      const VariantFacts f = variant_facts_on(device, v, problem.dtype, mode);
       if (f.ctas_per_sm == 0 || static_cast<size_t>(f.smem) > device.smem_per_block_optin) continue;
       const SplitSchedule s = schedule_for(f);
       if (s.est_ns < sched.est_ns) chosen = v, chosen_facts = f, sched = s;
@@ -225,6 +256,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   plan->device = device.ordinal;
   plan->state.config_arch = config_arch;
   plan->state.variant = static_cast<int32_t>(chosen);
+  plan->state.tile_tokens = chosen_facts.tokens;
   plan->state.chunk_tokens = sched.chunk_tokens;
   plan->state.num_chunks = sched.num_chunks;
   // A programmatic launch hides the combine's launch behind the main kernel's tail. With the
@@ -236,8 +268,10 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   plan->state.programmatic_combine = device.kernel_arch >= 90;
   plan->state.device_sms = device.sm_count;
   const VariantFacts& f = chosen_facts;
-  plan->kernel = fmt::format("cuda-mma/{}{}/{}/sm{}-config", dtype_name(problem.dtype),
-                             e4m3 ? "-e4m3kv" : "", f.name, config_arch);
+  const bool fast = mode == KvMode::kE4M3Fast;
+  plan->precision = fast ? Precision::kFast : Precision::kExact;
+  plan->kernel = fmt::format("cuda-mma/{}{}{}/{}/sm{}-config", dtype_name(problem.dtype),
+                             e4m3 ? "-e4m3kv" : "", fast ? "-fast" : "", f.name, config_arch);
   // Why these tiles: the table in cuda/mma/config.h, unless the schedule took fewer rows.
   const std::string tiles = f.rows < facts.rows
                                 ? fmt::format(
@@ -256,7 +290,15 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
       where, device.kernel_arch, f.rows, tiles,
       f.halves ? " in two halves, one's softmax beside the other's products" : "", f.tokens,
       f.bulk ? " by bulk copies" : "",
-      e4m3 ? ", e4m3 widened to 16 bits in shared memory (exact: products in the q dtype)" : "",
+      !e4m3  ? ""
+      : fast ? fmt::format(", e4m3 fast: Q (a scale a row) and P in e4m3, e4m3 products{}",
+                           cuda::mma::native_fp8_mma(sm)
+                               ? ""
+                               : fmt::format(" (emulated on this sm_{}: a correctness run, not a "
+                                             "speed one)",
+                                             sm))
+             : ", e4m3 widened to 16 bits in shared memory (exact: products in the q dtype)" +
+                   precision_note,
       sched.max_row_blocks, sched.num_chunks, sched.chunk_tokens, sched.num_ctas, f.ctas_per_sm,
       split, sched.est_ns * 1e-3);
   plan->workspace_bytes = workspace_layout(*plan).total();

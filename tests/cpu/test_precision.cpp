@@ -126,11 +126,24 @@ TEST(Precision, QRowQuantization) {
   q[0] = 300.f;
   const FastQRow r300 = treeverify::detail::fast_q_row(q.data(), treeverify::kQKDim);
   EXPECT_EQ(r300.inv, 448.f / 300.f);
-  EXPECT_EQ(r300.scale, 300.0 / 448.0);
+  EXPECT_EQ(r300.scale, 1.0 / (448.f / 300.f));
+  EXPECT_NEAR(r300.scale, 300.0 / 448.0, 1e-7);
   EXPECT_EQ(treeverify::detail::fast_q_code(q[0], r300), 0x7e);
   std::vector<double> r(q.begin(), q.end());
   treeverify::detail::round_q_row_fast(r.data(), treeverify::kQKDim);
   EXPECT_DOUBLE_EQ(r[0], 300.0);
+
+  // A row of tiny values (bf16 subnormals; 448 / amax overflows float): the multiplier is
+  // capped at 2^126, so its zeros stay zero and its values finite.
+  std::vector<double> tiny(treeverify::kQKDim, 0.0);
+  tiny[5] = 0x1p-130;
+  tiny[9] = -0x1p-133;
+  const FastQRow rt = treeverify::detail::fast_q_row(tiny.data(), treeverify::kQKDim);
+  EXPECT_EQ(rt.inv, 0x1p126f);
+  treeverify::detail::round_q_row_fast(tiny.data(), treeverify::kQKDim);
+  EXPECT_EQ(tiny[5], 0x1p-130);  // code 1/16: e4m3 holds it exactly
+  EXPECT_EQ(tiny[9], -0x1p-133);
+  EXPECT_EQ(tiny[0], 0.0);
 
   // A zero row: scale 1, codes 0, nothing divided by zero.
   std::vector<double> zero(treeverify::kQKDim, 0.0);

@@ -34,6 +34,55 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
 #endif
 }
 
+// Two 8x8 b16 matrices (lanes 0-15 supply the row addresses), plain and transposed.
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], uint32_t addr) {
+#if TV_HAS_MMA_SYNC_16816
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(addr));
+#endif
+}
+__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], uint32_t addr) {
+#if TV_HAS_MMA_SYNC_16816
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(addr));
+#endif
+}
+
+// D = A * B + D with e4m3 A and B, fp32 accumulators: m16n8k32 (A 4 registers, B 2) and
+// m16n8k16 (A 2, B 1). In byte pairs the fragments have the layouts of the bf16 m16n8k16
+// and m16n8k8 ones (src/cuda/mma/FP8_FAST_MODE.md, section 1).
+__device__ __forceinline__ void mma_e4m3_16832(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1) {
+#if TV_HAS_MMA_E4M3
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+__device__ __forceinline__ void mma_e4m3_16816(float (&d)[4], const uint32_t (&a)[2], uint32_t b) {
+#if TV_HAS_MMA_E4M3
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.e4m3.e4m3.f32 "
+      "{%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b));
+#endif
+}
+
+// Two floats -> two e4m3 bytes (low byte = first), rounded to nearest even, saturated to
+// +-448 (NaN stays NaN).
+__device__ __forceinline__ uint16_t pack_e4m3x2(float lo, float hi) {
+  uint16_t r = 0;
+#if TV_HAS_MMA_E4M3
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
+#endif
+  return r;
+}
+
 // D = A * B + D, m16n8k16, fp32 accumulators. T is __nv_bfloat16 or __half.
 template <typename T>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,

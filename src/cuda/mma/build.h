@@ -23,4 +23,17 @@ constexpr bool variant_compiled_for(int arch) {
   return variant_compiled_for(variant_id<V>(), arch);
 }
 
+// Whether this build's code for SM version `arch` holds the fast-mode kernel of variant `id`:
+// a fast-mode variant compiled for `arch` (variant_compiled_for), in code with e4m3 mma (sm_89
+// and newer), and unless the build holds every variant (the GPU tests force sm_120's table on
+// an H200, whose e4m3 products are emulated), only where those products are native.
+constexpr bool fast_compiled_for(VariantId id, int arch) {
+  return fast_mode_variant(id) && variant_compiled_for(id, arch) && arch >= 89 &&
+         (kThisBuild.all_variants || native_fp8_mma(arch));
+}
+template <typename V>
+constexpr bool fast_compiled_for(int arch) {
+  return fast_compiled_for(variant_id<V>(), arch);
+}
+
 }  // namespace treeverify::cuda::mma

@@ -231,6 +231,15 @@ constexpr VariantId variant_id() {
   return VariantId::kNone;
 }
 
+// Whether fast mode (KvMode::kE4M3Fast) has variant `id`: those of the tables of the
+// architectures with native e4m3 products (16 and 32 rows of 32-token tiles, 64 rows of
+// 16-token tiles; fp8_ops.cuh handles neither halves nor bulk copies).
+constexpr bool fast_mode_variant(VariantId id) {
+  for (int sm : {89, 120})
+    if (native_fp8_mma(sm) && table_selects(sm, id)) return true;
+  return false;
+}
+
 // The most shared memory a block may have on SM version `arch`: 163 KB on sm_80/87, 227 KB
 // on sm_90 up to sm_110, 99 KB on sm_86/89/120.
 constexpr int smem_per_block(int arch) {

@@ -22,6 +22,7 @@
 
 #include "cuda/common/arch.cuh"
 #include "cuda/mma/build.h"
+#include "cuda/mma/fp8_ops.cuh"
 #include "cuda/mma/nonfinite.cuh"
 #include "cuda/mma/tile_ops.cuh"
 
@@ -52,8 +53,8 @@ namespace treeverify::cuda::mma {
 template <typename V, class Load, class WaitBulk, class Dequantize, class QK, class Softmax,
           class PV>
 __device__ __forceinline__ void halves_loop(int n_tiles, int warp, Load& load, WaitBulk& wait_bulk,
-                                       Dequantize& dequantize, QK& qk, Softmax& softmax,
-                                       PV& pv) {
+                                            Dequantize& dequantize, QK& qk, Softmax& softmax,
+                                            PV& pv) {
   const bool half_a = V::half_of(warp) == 0;
   constexpr int kHalfThreads = V::kWarpsPerHalf * 32;
   auto products = [&](int tile) {
@@ -85,7 +86,7 @@ __device__ __forceinline__ void halves_loop(int n_tiles, int warp, Load& load, W
       if constexpr (V::kLateCopies) load(tile + V::kStages - 1);
     }
     cp_async_wait<V::kStages - 3>();  // tile + 2 has landed
-    dequantize(tile + 2);           // QK(tile + 2), after X(tile + 1), reads it first
+    dequantize(tile + 2);             // QK(tile + 2), after X(tile + 1), reads it first
     __syncthreads();                  // X(tile + 1)
   }
 }
@@ -98,8 +99,8 @@ __device__ __forceinline__ void halves_loop(int n_tiles, int warp, Load& load, W
 template <typename V, class Load, class WaitBulk, class Dequantize, class QK, class Softmax,
           class PV>
 __device__ __forceinline__ void overlap_loop(int n_tiles, Load& load, WaitBulk& wait_bulk,
-                                       Dequantize& dequantize, QK& qk, Softmax& softmax,
-                                       PV& pv) {
+                                             Dequantize& dequantize, QK& qk, Softmax& softmax,
+                                             PV& pv) {
   constexpr int kPending = V::kLateCopies ? V::kStages - 3 : V::kStages - 2;
   cp_async_wait<V::kStages - 2>();
   wait_bulk(0);
@@ -125,8 +126,8 @@ __device__ __forceinline__ void overlap_loop(int n_tiles, Load& load, WaitBulk& 
 template <typename V, class Load, class WaitBulk, class Dequantize, class QK, class Softmax,
           class PV>
 __device__ __forceinline__ void in_order_loop(int n_tiles, Load& load, WaitBulk& wait_bulk,
-                                       Dequantize& dequantize, QK& qk, Softmax& softmax,
-                                       PV& pv) {
+                                              Dequantize& dequantize, QK& qk, Softmax& softmax,
+                                              PV& pv) {
   for (int tile = 0; tile < n_tiles; ++tile) {
     cp_async_wait<V::kStages - 2>();
     wait_bulk(tile);
@@ -141,11 +142,14 @@ __device__ __forceinline__ void in_order_loop(int n_tiles, Load& load, WaitBulk&
   }
 }
 
-// One CTA's work; the kernel below decides where it is compiled. kE4M3: the cache is e4m3;
-// each tile is widened in shared memory (dequantize_tile) before anything reads it. The
-// prologue (Q, the first copies), one of the three main loops above, then the epilogue.
-template <typename T, typename V, bool kE4M3>
+// One CTA's work; the kernel below decides where it is compiled. kMode (params.h): the cache
+// is 16-bit, or e4m3 with each tile widened in shared memory (dequantize_tile) before
+// anything reads it, or e4m3 in fast mode: Q rounded to e4m3 in the prologue (quantize_q), the
+// products on the e4m3 tile (fp8_ops.cuh). The prologue (Q, the first copies), one of the
+// three main loops above, then the epilogue.
+template <typename T, typename V, KvMode kMode>
 __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
+  constexpr bool kE4M3 = kMode != KvMode::k16, kFast = kMode == KvMode::kE4M3Fast;
   CtaWork w;
   if (!cta_work<V>(p, &w)) return;
 
@@ -208,7 +212,18 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
       load(s);
     }
   };
-  uint32_t qf[V::kQKMTiles][kKSteps][4];
+  // Q's fragments in registers for the whole chunk: 16-bit, or in fast mode e4m3 codes with
+  // each row's scale in s_lse (free until the epilogue), applied by the softmax.
+  std::conditional_t<kFast, QFragsE4M3<V>, uint32_t[V::kQKMTiles][kKSteps][4]> qf;
+  auto load_q_fragments = [&] {
+    if constexpr (kFast) {
+      quantize_q<T, V>(smem + V::kQOffset, s_lse);
+      __syncthreads();
+      q_fragments_e4m3<V>(s_q, kgroup, sub / V::kQKTokenGroups, qf);
+    } else {
+      q_fragments<V>(s_q, kgroup, sub / V::kQKTokenGroups, qf);
+    }
+  };
   if constexpr (V::kQBesideCopies) {
     // Q lands beyond the stages these copies fill, and the loop's first copy into its stage
     // (or first store to s_red) comes after a CTA barrier that follows every warp's
@@ -218,11 +233,11 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     prologue_copies();
     cp_async_wait<V::kStages - 1>();  // Q has landed (the tiles' copies may still be in flight)
     __syncthreads();
-    q_fragments<V>(s_q, kgroup, sub / V::kQKTokenGroups, qf);
+    load_q_fragments();
   } else {
     cp_async_wait<0>();
     __syncthreads();
-    q_fragments<V>(s_q, kgroup, sub / V::kQKTokenGroups, qf);
+    load_q_fragments();
     __syncthreads();  // Q's buffer becomes a KV stage
     prologue_copies();
   }
@@ -235,17 +250,19 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   const int own_node = row_valid ? (w.row0 + sm_row) / p.num_heads : 0;
   const uint32_t* mask_row = p.tree_mask + static_cast<int64_t>(w.q0 + own_node) * p.mask_words;
   RowState st;
-  float kv_scale = 1.f;
-  if constexpr (kE4M3) kv_scale = __ldg(p.kv_scale);
+  // The scores' factor beyond softmax_scale (softmax_tile): kv_scale, and Q's row scale.
+  float score_scale = 1.f;
+  if constexpr (kE4M3) score_scale = __ldg(p.kv_scale);
+  if constexpr (kFast) score_scale *= s_lse[sm_row];  // published by the prologue's barriers
   auto softmax = [&](int tile) {
-    softmax_tile<T, V, kE4M3>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * V::kTokens, mask_row,
-                              own_node, row_valid, st, kv_scale);
+    softmax_tile<T, V, kE4M3, kFast>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * V::kTokens,
+                                     mask_row, own_node, row_valid, st, score_scale);
   };
   // e4m3: this thread's copies of tile `tile` have landed (its wait_group or the stage's
   // mbarrier); its warp widens the rows it copied (dequantize_tile), and the CTA barrier the
   // loop reaches next publishes them, so widening costs no barrier of its own.
   auto dequantize = [&](int tile) {
-    if constexpr (kE4M3)
+    if constexpr (kE4M3 && !kFast)
       if (tile < n_tiles) dequantize_tile<T, V>(smem + (tile % V::kStages) * V::kStageBytes);
   };
 
@@ -255,8 +272,18 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     if constexpr (V::kBulk)
       if (tile < n_tiles) mbar_wait(s_bar + (tile % V::kStages) * 8, (tile / V::kStages) & 1);
   };
-  auto qk = [&](int tile) { qk_partial<T, V>(stage_of(tile), qf, s_red, kgroup, sub); };
-  auto pv = [&](int tile) { pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o); };
+  auto qk = [&](int tile) {
+    if constexpr (kFast)
+      qk_partial_e4m3<V>(stage_of(tile), qf, s_red, kgroup, sub);
+    else
+      qk_partial<T, V>(stage_of(tile), qf, s_red, kgroup, sub);
+  };
+  auto pv = [&](int tile) {
+    if constexpr (kFast)
+      pv_tile_e4m3<V>(stage_of(tile), s_p_addr, s_alpha, o);
+    else
+      pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
+  };
   if constexpr (V::kHalves)
     halves_loop<V>(n_tiles, warp, load, wait_bulk, dequantize, qk, softmax, pv);
   else if constexpr (V::kOverlap)
@@ -265,7 +292,10 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     in_order_loop<V>(n_tiles, load, wait_bulk, dequantize, qk, softmax, pv);
   cp_async_wait<0>();
   __syncthreads();  // every warp is past its last read of s_alpha, which the epilogue reuses
-  epilogue<T, V, kE4M3>(p, w, st, s_alpha, s_lse, o, kv_scale);
+  // O's factor: kv_scale (V's values are kv_scale times the codes), over 448 in fast mode.
+  float v_scale = score_scale;
+  if constexpr (kFast) v_scale = __ldg(p.kv_scale) * (1.f / 448.f);
+  epilogue<T, V, kE4M3, kFast>(p, w, st, s_alpha, s_lse, o, v_scale);
   __syncthreads();  // the epilogue's stores and its NaN rows in s_lse
   recompute_nan_rows<T, V, kE4M3>(p, smem, s_lse);
 }
@@ -274,7 +304,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
 // shared memory than it gives a block or bulk copies it lacks, or, unless
 // TREEVERIFY_ALL_VARIANTS, one that no tile table its code serves selects) is never launched
 // there (dispatch checks the same variant_compiled_for), so a trap stands in its place.
-template <typename T, typename V, bool kE4M3>
+template <typename T, typename V, KvMode kMode>
 __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
     verify_mma_kernel(const __grid_constant__ VerifyKernelParams p) {
 #if TV_HAS_PDL
@@ -283,8 +313,10 @@ __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 #if TV_HAS_MMA_SYNC_16816
-  if constexpr (variant_compiled_for<V>(__CUDA_ARCH__ / 10))
-    verify_cta<T, V, kE4M3>(p);
+  constexpr int kArch = __CUDA_ARCH__ / 10;
+  if constexpr (kMode == KvMode::kE4M3Fast ? fast_compiled_for<V>(kArch)
+                                           : variant_compiled_for<V>(kArch))
+    verify_cta<T, V, kMode>(p);
   else  // a constant message: printf with arguments would need a stack frame
     printf(
         "treeverify: this verify_mma_kernel variant is not compiled for this architecture "

@@ -6,6 +6,13 @@
 
 namespace treeverify::cuda::mma {
 
+// How the kernel reads the KV cache and what its products take (a kernel template argument).
+enum class KvMode : int {
+  k16 = 0,        // a cache in the q dtype: products in that dtype
+  kE4M3 = 1,      // e4m3, exact (Precision::kExact): tiles widened to the q dtype
+  kE4M3Fast = 2,  // e4m3, fast (Precision::kFast): Q and P in e4m3, e4m3 products (fp8_ops.cuh)
+};
+
 struct VerifyKernelParams {
   const void* q;                   // [total_q, H, 576] dtype, rows strided as below
   int64_t q_stride_token;          // elements
@@ -33,8 +40,8 @@ struct VerifyKernelParams {
   // first copies; 0 for larger batches, which read qo_indptr, kv_len and kv_page_indptr.
   int32_t one_request_nodes;
   int32_t one_request_kv_len;
-  int64_t total_rows;    // total_q * H
-  float scale_log2;      // softmax_scale * log2(e): scores in log2 units
+  int64_t total_rows;  // total_q * H
+  float scale_log2;    // softmax_scale * log2(e): scores in log2 units
 };
 
 }  // namespace treeverify::cuda::mma

@@ -312,16 +312,27 @@ struct RowState {
   float l = 0.f;      // running sum of 2^(x - m)
 };
 
+// Fast mode's P (fp8_ops.cuh): e4m3 rows of kP8Stride bytes (48: 8 rows of an ldmatrix phase
+// in 8 different 16-byte bank groups), token tau of a 32-token tile at byte p8_offset(tau) =
+// 16 h + 4 t + 2 a + b for tau = 16 h + 8 a + 2 t + b, the k order of pv_tile_e4m3's V
+// fragments (FP8_FAST_MODE.md, section 3b). Pairs (b = 0, 1) stay adjacent.
+inline constexpr int kP8Stride = 48;
+__device__ __forceinline__ int p8_offset(int tau) {
+  return (tau & 16) + 4 * ((tau >> 1) & 3) + 2 * ((tau >> 3) & 1) + (tau & 1);
+}
+
 // Online softmax of the tile starting at token `first`: sums the k-group partials, masks the
 // sequence end and (only in tiles that reach the tree) non-ancestors, writes P in the input
-// dtype and the row's rescale factor. The normaliser sums the unrounded probabilities.
-template <typename T, typename V, bool kE4M3 = false>
+// dtype (kFast: e4m3 of p x 448, at p8_offset) and the row's rescale factor. The normaliser
+// sums the unrounded probabilities.
+// `score_scale` is the factor between the products' scores and the true ones: the cache's
+// kv_scale for e4m3 (the products used the stored codes), times Q's row scale in fast mode.
+template <typename T, typename V, bool kE4M3 = false, bool kFast = false>
 __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
                                              const float* s_red, T* s_p, float* s_alpha, int first,
                                              const uint32_t* mask_row, int own_node, bool row_valid,
-                                             RowState& st, float kv_scale = 1.f) {
-  // e4m3: K's values are kv_scale times the dequantized tile the products used.
-  const float scale_log2 = kE4M3 ? p.scale_log2 * kv_scale : p.scale_log2;
+                                             RowState& st, float score_scale = 1.f) {
+  const float scale_log2 = kE4M3 ? p.scale_log2 * score_scale : p.scale_log2;
   const int lane = threadIdx.x % 32;
   const int row = (threadIdx.x / 32) * V::kRowsPerWarp + lane / V::kLanesPerRow;
   const int col = (lane % V::kLanesPerRow) * V::kTokensPerLane;
@@ -374,19 +385,26 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
   for (int off = 1; off < V::kLanesPerRow; off *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
   st.l = st.l * alpha + sum;
   st.m = m_new;
+  if constexpr (kFast) {
+    static_assert(kP8Stride * V::kRows <= V::kPStride * 2 * V::kRows && V::kTokens <= 32);
+    uint8_t* p8 = reinterpret_cast<uint8_t*>(s_p) + row * kP8Stride;
 #pragma unroll
-  for (int j = 0; j < kN; j += 2)
-    *reinterpret_cast<uint32_t*>(s_p + row * V::kPStride + col + j) = pack2<T>(pr[j], pr[j + 1]);
+    for (int j = 0; j < kN; j += 2)
+      *reinterpret_cast<uint16_t*>(p8 + p8_offset(col + j)) =
+          pack_e4m3x2(pr[j] * 448.f, pr[j + 1] * 448.f);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kN; j += 2)
+      *reinterpret_cast<uint32_t*>(s_p + row * V::kPStride + col + j) = pack2<T>(pr[j], pr[j + 1]);
+  }
   if (lane % V::kLanesPerRow == 0) s_alpha[row] = alpha;
 }
 
-// O = alpha * O + P V over this warp's O tile: rows [o_row0, +16 kOMTiles), columns
-// [o_col0, +kOCols).
-template <typename T, typename V>
-__device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const float* s_alpha,
-                                        float (&o)[V::kOMTiles][V::kONTiles][4]) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int row0 = V::o_row0(warp), col0 = V::o_col0(warp);
+// O = alpha * O for this warp's O tile (rows from row0), alpha from softmax_tile.
+template <typename V>
+__device__ __forceinline__ void rescale_o(const float* s_alpha, int row0,
+                                          float (&o)[V::kOMTiles][V::kONTiles][4]) {
+  const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int mt = 0; mt < V::kOMTiles; ++mt) {
     const float a_lo = s_alpha[row0 + mt * 16 + lane / 4];
@@ -400,6 +418,16 @@ __device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const floa
       o[mt][nt][2] *= a_hi, o[mt][nt][3] *= a_hi;
     }
   }
+}
+
+// O = alpha * O + P V over this warp's O tile: rows [o_row0, +16 kOMTiles), columns
+// [o_col0, +kOCols).
+template <typename T, typename V>
+__device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const float* s_alpha,
+                                        float (&o)[V::kOMTiles][V::kONTiles][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row0 = V::o_row0(warp), col0 = V::o_col0(warp);
+  rescale_o<V>(s_alpha, row0, o);
 #pragma unroll
   for (int ks = 0; ks < V::kTokens / 16; ++ks) {
     uint32_t pa[V::kOMTiles][4];
@@ -427,11 +455,13 @@ __device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const floa
 // its lse in log2 units for the combine kernel. A row that saw a non-finite value (l = NaN
 // from a NaN score, or a NaN or infinity in its O) is NaN as a whole, lse included (verify.h);
 // l = 0 means it saw nothing: out 0, lse -inf.
-template <typename T, typename V, bool kE4M3 = false>
+// `v_scale` is the factor between the products' O and the true one: kv_scale for e4m3, over
+// 448 in fast mode (P was p x 448). kFast: O's columns in pv_tile_e4m3's order.
+template <typename T, typename V, bool kE4M3 = false, bool kFast = false>
 __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
                                          const RowState& st, float* s_inv_l, float* s_lse,
                                          const float (&o)[V::kOMTiles][V::kONTiles][4],
-                                         float kv_scale = 1.f) {
+                                         float v_scale = 1.f) {
   // w.final_out again, from values the loop keeps anyway (kv_len = L + T): a register
   // holding the flag through the loop spilled the 64-row variants on sm_90 and sm_100, and
   // reading kv_len again cost a global round trip per CTA (S1 5% slower, H200).
@@ -469,20 +499,35 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
       const int gr = w.row0 + r;
       if (gr >= w.rows_b) continue;
       float inv_l = s_inv_l[r];
-      if constexpr (kE4M3) inv_l *= kv_scale;  // V's values are kv_scale times the tile's
+      if constexpr (kE4M3) inv_l *= v_scale;
       const int node = gr / H, head = gr % H;
       const int64_t grow = static_cast<int64_t>(w.q0) * H + gr;
+      T* out_row = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
+                   head * p.out_stride_head + V::o_col0(warp);
+      float* part_row = p.part_out + (blockIdx.y * p.total_rows + grow) * kVDim + V::o_col0(warp);
+      if constexpr (kFast) {
+        // Tiles 2 np (even columns) and 2 np + 1 (odd): this lane's columns 4t .. 4t + 3.
 #pragma unroll
-      for (int nt = 0; nt < V::kONTiles; ++nt) {
-        const int col = V::o_col0(warp) + nt * 8 + 2 * (lane % 4);
-        const float v0 = o[mt][nt][2 * hi] * inv_l, v1 = o[mt][nt][2 * hi + 1] * inv_l;
-        if (final_out) {
-          T* dst = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
-                   head * p.out_stride_head + col;
-          *reinterpret_cast<uint32_t*>(dst) = pack2<T>(v0, v1);
-        } else {
-          float* dst = p.part_out + (blockIdx.y * p.total_rows + grow) * kVDim + col;
-          *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+        for (int np = 0; np < V::kONTiles / 2; ++np) {
+          const int col = np * 16 + 4 * (lane % 4);
+          const float v0 = o[mt][2 * np][2 * hi] * inv_l, v1 = o[mt][2 * np + 1][2 * hi] * inv_l;
+          const float v2 = o[mt][2 * np][2 * hi + 1] * inv_l;
+          const float v3 = o[mt][2 * np + 1][2 * hi + 1] * inv_l;
+          if (final_out)
+            *reinterpret_cast<uint2*>(out_row + col) =
+                make_uint2(pack2<T>(v0, v1), pack2<T>(v2, v3));
+          else
+            *reinterpret_cast<float4*>(part_row + col) = make_float4(v0, v1, v2, v3);
+        }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < V::kONTiles; ++nt) {
+          const int col = nt * 8 + 2 * (lane % 4);
+          const float v0 = o[mt][nt][2 * hi] * inv_l, v1 = o[mt][nt][2 * hi + 1] * inv_l;
+          if (final_out)
+            *reinterpret_cast<uint32_t*>(out_row + col) = pack2<T>(v0, v1);
+          else
+            *reinterpret_cast<float2*>(part_row + col) = make_float2(v0, v1);
         }
       }
     }

@@ -1,0 +1,194 @@
+// The steps of the portable kernel's e4m3 fast mode (Precision::kFast, KvMode::kE4M3Fast): Q
+// rounded to e4m3 with a scale a row, S = Q K^T and O += P V as e4m3 mma.sync products (QMMA,
+// native on sm_89 and sm_120) straight from the e4m3 tile, no widening. The fragment plan and
+// where it comes from: FP8_FAST_MODE.md beside this file. softmax_tile and epilogue
+// (tile_ops.cuh) hold fast mode's P store and O column order.
+//
+// Fast mode runs the variants of the 99 KB tables (16 and 32 rows of 32-token tiles, 64 rows
+// of 16-token tiles; none of them halves or bulk copies) with the e4m3 tile where exact mode
+// lands it (kE4M3RowOffset of 1168-byte stage rows).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/common/mma.cuh"
+#include "cuda/mma/config.h"
+#include "cuda/mma/tile_ops.cuh"
+
+namespace treeverify::cuda::mma {
+
+// Q.K^T of one k-group (144 values, kKSteps x 16): four k32 steps and one k16.
+inline constexpr int kK32Steps = kQKDim / kKGroups / 32;  // 4
+static_assert(kK32Steps * 32 + 16 == kQKDim / kKGroups);
+
+// The Q operand of one warp in fast mode: per m-tile, 4 k32 A fragments and the k16 tail's.
+template <typename V>
+struct QFragsE4M3 {
+  uint32_t k32[V::kQKMTiles][kK32Steps][4];
+  uint32_t k16[V::kQKMTiles][2];
+};
+
+// Rounds the CTA's staged 16-bit Q rows (copy_q, landed and published by a barrier) to e4m3 in
+// place: row r's 576 codes go to the first 576 bytes of its staging row, and its scale
+// (about amax / 448, 1 for a zero row) to s_scale[r], so that q = code x scale. A warp takes a
+// row: its lanes read the row's 288 pairs, meet at __syncwarp, then write. A NaN or an
+// infinity leaves NaN codes (amax ignores NaN; inf x 0 is NaN), so the row ends NaN and the
+// epilogue's non-finite path recomputes it (nonfinite.cuh). The caller publishes the codes
+// and scales with a barrier.
+template <typename T, typename V>
+__device__ __forceinline__ void quantize_q(uint8_t* s_q, float* s_scale) {
+  constexpr int kPairs = kQKDim / 2 / 32;  // 9 a lane
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  for (int r = warp; r < V::kRows; r += kWarps) {
+    uint8_t* row = s_q + r * kKVRowBytes;
+    float v[2 * kPairs], amax = 0.f;
+#pragma unroll
+    for (int k = 0; k < kPairs; ++k) {
+      const uint32_t two = reinterpret_cast<const uint32_t*>(row)[lane + 32 * k];
+      v[2 * k] = to_float(reinterpret_cast<const T*>(&two)[0]);
+      v[2 * k + 1] = to_float(reinterpret_cast<const T*>(&two)[1]);
+      amax = fmaxf(amax, fmaxf(fabsf(v[2 * k]), fabsf(v[2 * k + 1])));
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2)
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    // 448 / amax in fp32, capped at 2^126 so that a row of tiny values (amax under 448 /
+    // FLT_MAX: bf16 subnormals) keeps finite codes; the scale back is 1 / inv. The oracle
+    // rounds the same way (core/fp8_rounding.h).
+    const float inv = amax > 0.f ? fminf(__fdiv_rn(448.f, amax), 0x1p126f) : 1.f;
+    __syncwarp();  // every lane has read the row
+#pragma unroll
+    for (int k = 0; k < kPairs; ++k)
+      reinterpret_cast<uint16_t*>(row)[lane + 32 * k] =
+          pack_e4m3x2(v[2 * k] * inv, v[2 * k + 1] * inv);
+    if (lane == 0) s_scale[r] = __frcp_rn(inv);
+  }
+}
+
+// This warp's k-slice of its row group as e4m3 A fragments, from the codes quantize_q left in
+// `buf`: the same lane addresses as q_fragments, 32 bytes (values) a k32 step.
+template <typename V>
+__device__ __forceinline__ void q_fragments_e4m3(uint32_t buf, int kgroup, int rgroup,
+                                                 QFragsE4M3<V>& qf) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int mt = 0; mt < V::kQKMTiles; ++mt) {
+    const int row = (rgroup * V::kQKMTiles + mt) * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+    const uint32_t base = buf + row * kKVRowBytes + kgroup * (kQKDim / kKGroups);
+#pragma unroll
+    for (int ks = 0; ks < kK32Steps; ++ks)
+      ldmatrix_x4(qf.k32[mt][ks], base + ks * 32 + 16 * (lane / 16));
+    ldmatrix_x2(qf.k16[mt], base + kK32Steps * 32);
+  }
+}
+
+// qk_partial on the e4m3 tile (at kE4M3RowOffset of each stage row): the same passes and
+// s_red layout, B fragments by the same ldmatrix addressing (a b16 of the bf16 layout is a
+// byte pair here), scores still to be scaled by Q's row scale and kv_scale (softmax_tile).
+template <typename V>
+__device__ __forceinline__ void qk_partial_e4m3(uint32_t stage, const QFragsE4M3<V>& qf,
+                                                float* s_red, int kgroup, int sub) {
+  const int lane = threadIdx.x % 32;
+  const int row0 = (sub / V::kQKTokenGroups) * V::kQKMTiles * 16;
+  const int tok0 = (sub % V::kQKTokenGroups) * V::kQKPasses * 16;
+#pragma unroll
+  for (int pass = 0; pass < V::kQKPasses; ++pass) {
+    const int tok_base = tok0 + pass * 16;
+    float acc[V::kQKMTiles][2][4] = {};
+    const uint32_t base = stage + kE4M3RowOffset + kgroup * (kQKDim / kKGroups);
+#pragma unroll
+    for (int ks = 0; ks < kK32Steps; ++ks) {
+      uint32_t kb[4];  // tokens 0-7: k 0-15, 16-31; tokens 8-15: the same
+      const int tok = tok_base + (lane % 8) + 8 * (lane / 16);
+      ldmatrix_x4(kb, base + tok * kKVRowBytes + ks * 32 + 16 * ((lane / 8) % 2));
+#pragma unroll
+      for (int mt = 0; mt < V::kQKMTiles; ++mt) {
+        mma_e4m3_16832(acc[mt][0], qf.k32[mt][ks], kb[0], kb[1]);
+        mma_e4m3_16832(acc[mt][1], qf.k32[mt][ks], kb[2], kb[3]);
+      }
+    }
+    uint32_t kt[2];  // the k16 tail: tokens 0-7, 8-15
+    ldmatrix_x2(kt, base + (tok_base + lane % 16) * kKVRowBytes + kK32Steps * 32);
+#pragma unroll
+    for (int mt = 0; mt < V::kQKMTiles; ++mt) {
+      mma_e4m3_16816(acc[mt][0], qf.k16[mt], kt[0]);
+      mma_e4m3_16816(acc[mt][1], qf.k16[mt], kt[1]);
+    }
+#pragma unroll
+    for (int mt = 0; mt < V::kQKMTiles; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int row = row0 + mt * 16 + lane / 4;
+        const int col = tok_base + nt * 8 + 2 * (lane % 4);
+        float* dst = s_red + (kgroup * V::kRows + row) * V::kRedStride + col;
+        *reinterpret_cast<float2*>(dst) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
+        *reinterpret_cast<float2*>(dst + 8 * V::kRedStride) =
+            make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+      }
+    }
+  }
+}
+
+// The B fragments of 16 O columns from an 8-token transposed load pair (X: tokens 0-7, Y:
+// 8-15; ldmatrix.trans of b16 gives a lane the byte pairs of tokens 2t and 2t+1): even
+// columns from bytes 0 and 2, odd from 1 and 3. B slot 4t+i then holds token
+// 2t + (i & 1) + 8 (i >> 1), the order softmax_tile writes P in (p8_offset).
+__device__ __forceinline__ uint32_t v_even(uint32_t x, uint32_t y) {
+  return __byte_perm(x, y, 0x6420);
+}
+__device__ __forceinline__ uint32_t v_odd(uint32_t x, uint32_t y) {
+  return __byte_perm(x, y, 0x7531);
+}
+
+// O = alpha * O + P V with e4m3 P (p x 448, softmax_tile) and the e4m3 tile's V. O tile nt
+// pair (2 np, 2 np + 1) holds columns o_col0 + 16 np + {even, odd}: a lane's c0, c1 of the
+// pair are columns 4t .. 4t + 3 of its rows (epilogue).
+template <typename V>
+__device__ __forceinline__ void pv_tile_e4m3(uint32_t stage, uint32_t s_p, const float* s_alpha,
+                                             float (&o)[V::kOMTiles][V::kONTiles][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row0 = V::o_row0(warp), col0 = V::o_col0(warp);
+  rescale_o<V>(s_alpha, row0, o);
+  const uint32_t v_base = stage + kE4M3RowOffset + col0;
+  if constexpr (V::kTokens == 32) {  // one k32 step
+    uint32_t pa[V::kOMTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < V::kOMTiles; ++mt) {
+      const int row = row0 + mt * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+      ldmatrix_x4(pa[mt], s_p + row * kP8Stride + 16 * (lane / 16));
+    }
+#pragma unroll
+    for (int np = 0; np < V::kONTiles / 2; ++np) {
+      uint32_t v[4];  // X0 (tokens 0-7), Y0 (8-15), X1 (16-23), Y1 (24-31)
+      ldmatrix_x4_trans(v, v_base + lane * kKVRowBytes + np * 16);
+      const uint32_t e0 = v_even(v[0], v[1]), e1 = v_even(v[2], v[3]);
+      const uint32_t d0 = v_odd(v[0], v[1]), d1 = v_odd(v[2], v[3]);
+#pragma unroll
+      for (int mt = 0; mt < V::kOMTiles; ++mt) {
+        mma_e4m3_16832(o[mt][2 * np], pa[mt], e0, e1);
+        mma_e4m3_16832(o[mt][2 * np + 1], pa[mt], d0, d1);
+      }
+    }
+  } else {  // 16-token tiles: one k16 step
+    static_assert(V::kTokens == 16);
+    uint32_t pa[V::kOMTiles][2];
+#pragma unroll
+    for (int mt = 0; mt < V::kOMTiles; ++mt)
+      ldmatrix_x2(pa[mt], s_p + (row0 + mt * 16 + lane % 16) * kP8Stride);
+#pragma unroll
+    for (int np = 0; np < V::kONTiles / 2; ++np) {
+      uint32_t v[2];  // X (tokens 0-7), Y (8-15)
+      ldmatrix_x2_trans(v, v_base + (lane % 16) * kKVRowBytes + np * 16);
+      const uint32_t e = v_even(v[0], v[1]), d = v_odd(v[0], v[1]);
+#pragma unroll
+      for (int mt = 0; mt < V::kOMTiles; ++mt) {
+        mma_e4m3_16816(o[mt][2 * np], pa[mt], e);
+        mma_e4m3_16816(o[mt][2 * np + 1], pa[mt], d);
+      }
+    }
+  }
+}
+
+}  // namespace treeverify::cuda::mma
