@@ -119,6 +119,8 @@ int bench_case(const SuiteCase& given, const PlanOptions& options,
   (*row)["backend"] = backend_name(plan.backend);
   (*row)["kernel"] = plan.kernel;
   (*row)["reason"] = plan.reason;
+  (*row)["kv_format"] = plan.kv_format == KvFormat::kE4M3 ? "e4m3" : dtype_name(plan.dtype);
+  (*row)["precision"] = precision_name(plan.precision);  // what ran; options.precision was asked
   if (!s.ok()) {
     (*row)["error"] = s.to_string();
     return kExitError;
@@ -160,9 +162,12 @@ void print_row(const nlohmann::json& r) {
   if (r.contains("check")) {
     l_checked = format_lengths(r["check"]["prefix_checked"].get<std::vector<int64_t>>());
   }
+  // e4m3 rows name the precision that ran beside the kernel: a fast request may run exact.
+  std::string kernel = r.value("kernel", "-");
+  if (r.value("kv_format", "") == "e4m3") kernel += " (" + r.value("precision", "?") + ")";
   fmt::print("{:<7} {:>4} {:>6} {:>8} {:>8}  {:<14} {:<34} {:<5}", r["case"].get<std::string>(),
              r["heads"].get<int>(), format_lengths(r["tree"].get<std::vector<int32_t>>()), l_run,
-             l_checked, r.value("backend", "-"), r.value("kernel", "-"),
+             l_checked, r.value("backend", "-"), kernel,
              !r.contains("check")             ? "-"
              : r["check"]["pass"].get<bool>() ? "PASS"
                                               : "FAIL");
@@ -192,7 +197,7 @@ int run_bench(const BenchFlags& flags) {
   PlanOptions options;
   std::optional<double> scale;
   Status s = resolve_cases(flags.cases, &cases);
-  if (s.ok()) s = plan_options(flags.cases.backend, &options);
+  if (s.ok()) s = plan_options(flags.cases, &options);
   options.force_config_arch = flags.cases.config_arch;
   options.force_rows_per_cta = flags.cases.rows_per_cta;
   if (s.ok()) s = parse_scale(flags.cases.scale_l, &scale);
@@ -239,6 +244,7 @@ int run_bench(const BenchFlags& flags) {
   nlohmann::json out;
   const BuildInfo build = build_info();
   out["build"] = {{"version", build.version}, {"git_commit", build.git_commit}};
+  out["precision_asked"] = precision_name(options.precision);  // each case says what ran
   if (need_cpu) {
     fmt::print(stderr, "measuring CPU ceilings ...\n");
     cpu_ceil = measure_cpu_ceilings(options.num_threads);

@@ -15,7 +15,7 @@ int run_check(const CaseFlags& flags) {
   PlanOptions options;
   std::optional<double> scale;
   Status s = resolve_cases(flags, &cases);
-  if (s.ok()) s = plan_options(flags.backend, &options);
+  if (s.ok()) s = plan_options(flags, &options);
   options.force_config_arch = flags.config_arch;
   options.force_rows_per_cta = flags.rows_per_cta;
   if (s.ok() && flags.chunk_tokens.size() > 1)
@@ -33,10 +33,14 @@ int run_check(const CaseFlags& flags) {
     // "auto" lets check_case shorten the prefix until the float64 oracle takes seconds.
     const SuiteCase c = scale ? scale_prefix(given, *scale) : given;
     const double budget = scale ? std::numeric_limits<double>::infinity() : kOracleFlopBudget;
-    fmt::print("case {}: H={} T={} L={} page={} batch={} ({} tree, {}, seed {})\n", c.name,
+    fmt::print("case {}: H={} T={} L={} page={} batch={} ({} tree, {}{}, seed {})\n", c.name,
                c.num_heads, format_lengths(c.tree_sizes), format_lengths(given.prefix_lens),
                c.page_size, c.tree_sizes.size(), testing::tree_shape_name(c.shape),
-               dtype_name(c.dtype), c.seed);
+               dtype_name(c.dtype),
+               c.kv_format == KvFormat::kE4M3
+                   ? fmt::format(", e4m3 KV, precision {} asked", precision_name(options.precision))
+                   : "",
+               c.seed);
     std::fflush(stdout);
     CheckResult r;
     s = check_case(c, options, budget, &r);
@@ -45,8 +49,8 @@ int run_check(const CaseFlags& flags) {
       code = kExitError;
       continue;
     }
-    fmt::print("  backend {}, kernel {} ({})\n", backend_name(r.plan.backend), r.plan.kernel,
-               r.plan.reason);
+    fmt::print("  backend {}, kernel {}, precision {} ({})\n", backend_name(r.plan.backend),
+               r.plan.kernel, precision_name(r.plan.precision), r.plan.reason);
     if (scale && *scale != 1.0) {
       fmt::print("  L scaled by --scale-l {}: checked at L={}\n", *scale,
                  format_lengths(r.checked_prefix));
@@ -56,10 +60,11 @@ int run_check(const CaseFlags& flags) {
           "(--scale-l 1 checks the full case)\n",
           format_lengths(r.checked_prefix));
     }
-    fmt::print("  oracle: float64, P {}\n",
-               r.plan.backend == Backend::kCudaMma || r.plan.options.round_p
-                   ? "rounded to the input dtype like the kernel"
-                   : "in full precision like the backend");
+    const bool round_p = r.plan.backend == Backend::kCudaMma || r.plan.options.round_p;
+    fmt::print("  oracle: float64, {}\n", !round_p ? "P in full precision like the backend"
+                                          : r.plan.precision == Precision::kFast
+                                              ? "Q and P rounded to e4m3 like the fast kernel"
+                                              : "P rounded to the input dtype like the kernel");
     fmt::print("  out rel Frobenius {:.3e} (bound {:.0e})\n", r.cmp.out_rel_fro,
                testing::kOutRelTol);
     fmt::print("  lse max abs       {:.3e} (bound {:.0e})\n", r.cmp.lse_max_abs,

@@ -32,8 +32,13 @@ void add_case_flags(CLI::App* app, CaseFlags* f) {
       ->capture_default_str();
   app->add_option("--seed", f->seed, "random seed of the case data (default: the case's)");
   app->add_option("--kv-format,--kv-dtype", f->kv_format,
-                  "KV cache of every case: same (the q dtype) or e4m3 (exact mode: products in "
-                  "the q dtype); --kv-dtype is another name for it")
+                  "KV cache of every case: same (the q dtype) or e4m3 (products as --precision "
+                  "says); --kv-dtype is another name for it")
+      ->capture_default_str();
+  app->add_option("--precision", f->precision,
+                  "e4m3 caches: exact (products in the q dtype) or fast (Q and P rounded to e4m3, "
+                  "FP8 products where the GPU has them; elsewhere the plan runs exact and says "
+                  "why)")
       ->capture_default_str();
   auto* g = app->add_option_group("custom case", "a case given by flags instead of a suite name");
   g->add_option("--tree", f->tree, "T: one value, or one per request");
@@ -137,6 +142,22 @@ Status plan_options(const std::string& backend, PlanOptions* options) {
   return Status::Ok();
 }
 
+Status plan_options(const CaseFlags& flags, PlanOptions* options) {
+  PlanOptions o;
+  TV_RETURN_IF_ERROR(plan_options(flags.backend, &o));
+  if (Status s = parse_precision(flags.precision, &o.precision); !s.ok()) {
+    return Status(s.code(), "--precision: " + s.message());
+  }
+  // plan() refuses it too, case by case; said once here, before any case runs.
+  if (o.precision == Precision::kFast && flags.kv_format != "e4m3") {
+    return Status(StatusCode::kInvalidArgument,
+                  "--precision fast needs --kv-format e4m3 (fast rounds Q and P to e4m3 for FP8 "
+                  "products against an e4m3 KV cache)");
+  }
+  *options = o;
+  return Status::Ok();
+}
+
 Status plan_metadata(const SuiteCase& c, const PlanOptions& options, Plan* p) {
   const CaseMetadata m = make_metadata(c);
   return plan(m.problem(c), options, p);
@@ -157,13 +178,20 @@ Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_
   std::vector<float> lse;
   TV_RETURN_IF_ERROR(runner->run_once(&out, &lse));
 
-  // GPU kernels round P to the input dtype before P.V; CPU backends do what round_p says.
+  // GPU kernels round P to the input dtype before P.V; CPU backends do what round_p says. The
+  // oracle takes the precision the checked plan computes (fast: Q and P rounded to e4m3 as
+  // the fast kernels do), not the one asked: a fast request that ran exact is checked as exact.
   const bool round_p = p.backend == Backend::kCudaMma || p.options.round_p;
+  PlanOptions ref_options;
+  ref_options.backend = Backend::kCpuReference;
+  ref_options.precision = p.precision;
+  Plan ref_plan;
+  TV_RETURN_IF_ERROR(plan(hc.problem(), ref_options, &ref_plan));
   detail::ReferenceResult ref;
   std::vector<uint16_t> unused_out(hc.out_elems());
   std::vector<float> unused_lse(hc.lse_elems());
   TV_RETURN_IF_ERROR(detail::reference_attention(
-      p, hc.tensors(unused_out.data(), unused_lse.data()), round_p, &ref));
+      ref_plan, hc.tensors(unused_out.data(), unused_lse.data()), round_p, &ref));
 
   result->cmp = testing::compare_with_reference(c.dtype, out, lse.data(), ref.out, ref.lse);
   result->pass = result->cmp.ok(testing::kOutRelTol, testing::kLseAbsTol);

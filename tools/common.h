@@ -25,7 +25,8 @@ struct CaseFlags {
   int32_t batch = 1;
   std::string shape = "random";
   std::string dtype = "bf16";
-  std::string kv_format = "same";  // "same" (the q dtype) or "e4m3"
+  std::string kv_format = "same";   // "same" (the q dtype) or "e4m3"
+  std::string precision = "exact";  // e4m3 caches: "exact" or "fast" (PlanOptions::precision)
   std::optional<uint64_t> seed;
   std::string backend = "auto";
   std::string scale_l = "auto";   // a factor for every prefix length, or "auto"
@@ -53,6 +54,8 @@ Status parse_scale(const std::string& text, std::optional<double>* scale);
 // The plan() options for a backend name, with the round_p the comparison needs (GPU kernels
 // round P to the input dtype, so the oracle and the CPU backends do too).
 Status plan_options(const std::string& backend, PlanOptions* options);
+// The same from the case flags: the backend and --precision.
+Status plan_options(const CaseFlags& flags, PlanOptions* options);
 // Plans the case from its metadata alone (no KV), e.g. to learn which backend auto picks.
 Status plan_metadata(const SuiteCase& c, const PlanOptions& options, Plan* plan);
 
@@ -65,7 +68,8 @@ struct CheckResult {
 };
 // Builds the case (with its prefix scaled down when the oracle would need more than
 // `oracle_flops` flops; pass infinity for the case as given), runs it on the backend of
-// `options` with poisoned outputs and compares with reference_attention (docs/BENCH.md's bounds).
+// `options` with poisoned outputs and compares with reference_attention (docs/BENCH.md's bounds),
+// planned with the precision the checked plan computes, so it rounds like the kernel that ran.
 Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_flops,
                   CheckResult* result);
 

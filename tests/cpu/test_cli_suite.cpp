@@ -104,6 +104,58 @@ TEST(CliSuite, KvDtypeIsAnAliasOfKvFormat) {
       << s.message();
 }
 
+// --precision goes into the plan options; fast without an e4m3 cache, or an unknown name, is
+// an error before any case runs.
+TEST(CliSuite, PrecisionFlag) {
+  auto options_of = [](std::vector<std::string> args, PlanOptions* o) {
+    CLI::App app;
+    CaseFlags flags;
+    add_case_flags(&app, &flags);
+    std::reverse(args.begin(), args.end());  // CLI11 parses a reversed list
+    app.parse(args);
+    return plan_options(flags, o);
+  };
+  PlanOptions o;
+  ASSERT_TRUE(options_of({"--kv-format", "e4m3", "--precision", "fast"}, &o).ok());
+  EXPECT_EQ(o.precision, Precision::kFast);
+  ASSERT_TRUE(options_of({}, &o).ok());
+  EXPECT_EQ(o.precision, Precision::kExact);
+  Status s = options_of({"--precision", "fast"}, &o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--precision fast needs --kv-format e4m3"), std::string::npos)
+      << s.message();
+  s = options_of({"--kv-format", "e4m3", "--precision", "fp8"}, &o);
+  EXPECT_NE(s.message().find("--precision: unknown precision 'fp8'"), std::string::npos)
+      << s.message();
+}
+
+// check_case's oracle takes the precision the checked plan computes: cpu-reference rounding
+// as the fast kernels do (round_p, fast) passes against it, and cpu-fast asked for fast runs,
+// and is checked, exact. An oracle left exact would be 5e-2 away from the first: FAIL.
+TEST(CliSuite, CheckRoundsTheOracleLikeThePlan) {
+  SuiteCase c;
+  c.name = "fast";
+  c.num_heads = 4;
+  c.tree_sizes = {6};
+  c.prefix_lens = {150};
+  c.page_size = 16;
+  c.kv_format = KvFormat::kE4M3;
+  PlanOptions o;
+  o.backend = Backend::kCpuReference;
+  o.round_p = true;
+  o.precision = Precision::kFast;
+  CheckResult r;
+  ASSERT_TRUE(check_case(c, o, 1e12, &r).ok());
+  EXPECT_EQ(r.plan.precision, Precision::kFast);
+  EXPECT_TRUE(r.pass) << r.cmp.to_string();
+  EXPECT_LT(r.cmp.out_rel_fro, 5e-3) << r.cmp.to_string();  // out's own 16-bit rounding
+  o.backend = Backend::kCpuFast;
+  o.round_p = false;
+  ASSERT_TRUE(check_case(c, o, 1e12, &r).ok());
+  EXPECT_EQ(r.plan.precision, Precision::kExact);
+  EXPECT_TRUE(r.pass) << r.cmp.to_string();
+}
+
 TEST(CliSuite, MalformedSuitesNameTheProblem) {
   std::vector<SuiteCase> cases;
   auto error_of = [&](const std::string& text) {
