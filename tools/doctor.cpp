@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
 
 #include "commands.h"
 #include "common.h"
@@ -43,6 +44,30 @@ std::vector<int> runnable_tables(const DeviceInfo& d, std::string* first_missing
   return archs;
 }
 
+// Precision::kFast on e4m3 caches: native FP8 products (mma.sync e4m3, one QMMA) exist in code
+// compiled for the SM versions cuda::mma::native_fp8_mma names; a GPU whose code lacks them
+// runs a fast request exact (Plan::reason says so). Decided by the code the GPU runs
+// (DeviceInfo::kernel_arch), not by the GPU: sm_86 code on an sm_89 GPU has no QMMA.
+constexpr int kSmVersions[] = {80, 86, 89, 90, 100, 120, 121};
+
+std::vector<int> fast_sms(bool native) {
+  std::vector<int> sms;
+  for (int sm : kSmVersions)
+    if (cuda::mma::native_fp8_mma(sm) == native) sms.push_back(sm);
+  return sms;
+}
+
+// What a fast request runs on device `d`, and why.
+std::pair<const char*, std::string> fast_on_device(const DeviceInfo& d) {
+  if (!d.has_kernel_code) return {"nothing", "no compiled code runs on it"};
+  const int sm = d.kernel_arch;
+  if (cuda::mma::native_fp8_mma(sm))
+    return {"fast", fmt::format("its sm_{} code has native FP8 products", sm)};
+  if (sm < 89) return {"exact", fmt::format("sm_{} code has no FP8 mma.sync", sm)};
+  if (sm == 90) return {"exact", "sm_90 emulates mma.sync e4m3 (fp16 HMMA after conversion)"};
+  return {"exact", fmt::format("sm_{} code is not known to run mma.sync e4m3 natively", sm)};
+}
+
 int run_doctor(const DoctorFlags& flags) {
   const BuildInfo build = build_info();
   std::string note;
@@ -58,6 +83,9 @@ int run_doctor(const DoctorFlags& flags) {
   std::vector<std::string> backends = {"cpu-reference", "cpu-fast"};
   if (build.cuda_compiled) backends.push_back("cuda-mma");
   const unsigned threads = std::thread::hardware_concurrency();
+  std::vector<int> compiled_fast;  // compiled architectures whose code has FP8 products
+  for (int sm : build.cuda_archs)
+    if (cuda::mma::native_fp8_mma(sm)) compiled_fast.push_back(sm);
 
   // Planning reads metadata only, so every suite case plans in milliseconds at full size.
   struct Row {
@@ -107,6 +135,15 @@ int run_doctor(const DoctorFlags& flags) {
                               {"config_archs", tables}});
     }
     j["device_note"] = note;
+    j["e4m3_precision"] = {{"exact", "every backend, every architecture"},
+                           {"fast_native_sms", fast_sms(true)},
+                           {"fast_runs_exact_sms", fast_sms(false)},
+                           {"fast_native_compiled", compiled_fast}};
+    for (size_t i = 0; i < devices.size(); ++i) {
+      const auto [runs, why] = fast_on_device(devices[i]);
+      j["devices"][i]["precision_fast_runs"] = runs;
+      j["devices"][i]["precision_fast_why"] = why;
+    }
     j["plans"] = nlohmann::json::array();
     for (const Row& r : rows) {
       nlohmann::json p = {{"case", r.c->name},       {"heads", r.c->num_heads},
@@ -189,6 +226,21 @@ int run_doctor(const DoctorFlags& flags) {
     if (!note.empty()) fmt::print("  note: {}\n", note);
     fmt::print("\n");
   }
+
+  fmt::print(
+      "e4m3 KV caches (--kv-format e4m3), by --precision:\n"
+      "  exact: products in bf16/fp16 on dequantized tiles; every backend, every architecture\n"
+      "  fast:  Q and P rounded to e4m3; native FP8 products (mma.sync e4m3 -> QMMA) in code for\n"
+      "         {}. A fast request on code for {},\n"
+      "         or on a CPU backend, runs exact, and the plan's reason says why\n",
+      archs_text(fast_sms(true)), archs_text(fast_sms(false)));
+  if (build.cuda_compiled)
+    fmt::print("  compiled with fast products: {}\n", archs_text(compiled_fast));
+  for (const DeviceInfo& d : devices) {
+    const auto [runs, why] = fast_on_device(d);
+    fmt::print("  [{}] {}: a fast request runs {} ({})\n", d.ordinal, d.name, runs, why);
+  }
+  fmt::print("\n");
 
   fmt::print("Suite cases (backend {}; planned from lengths only, nothing allocated):\n",
              flags.backend);
