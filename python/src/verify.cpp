@@ -52,7 +52,7 @@ class PyPlan {
          const std::string& dtype, float softmax_scale, const std::string& device_type,
          int32_t device_id, const std::string& backend, int32_t num_threads, bool round_p,
          int32_t force_config_arch, uintptr_t stream, const std::string& kv_dtype,
-         std::optional<float> kv_scale) {
+         std::optional<float> kv_scale, const std::string& precision) {
     KvFormat kv_format = KvFormat::kSameAsQ;
     if (kv_dtype == "e4m3") {
       kv_format = KvFormat::kE4M3;
@@ -90,6 +90,8 @@ class PyPlan {
     PlanOptions options{
         .num_threads = num_threads, .round_p = round_p, .force_config_arch = force_config_arch};
     check(parse_backend(backend, &options.backend));
+    if (!parse_precision(precision, &options.precision).ok())
+      raise_value("precision", fmt::format("'{}' (expected 'exact' or 'fast')", precision));
     if (device_type == "cuda") {
       where_ = {nb::device::cuda::value, device_id};
       if (options.backend == Backend::kAuto) options.backend = Backend::kCudaMma;
@@ -284,13 +286,13 @@ void bind_verify(nb::module_& m) {
       .def(nb::init<HostI32, HostI32, HostI32, HostI32, HostI32, int32_t, int32_t, int64_t,
                     const std::string&, float, const std::string&, int32_t, const std::string&,
                     int32_t, bool, int32_t, uintptr_t, const std::string&,
-                    std::optional<float>>(),
+                    std::optional<float>, const std::string&>(),
            nb::arg("kv_page_indptr"), nb::arg("kv_page_indices"), nb::arg("kv_len"),
            nb::arg("qo_indptr"), nb::arg("parents"), nb::arg("num_heads"), nb::arg("page_size"),
            nb::arg("num_pages"), nb::arg("dtype"), nb::arg("softmax_scale"), nb::arg("device_type"),
            nb::arg("device_id"), nb::arg("backend"), nb::arg("num_threads"), nb::arg("round_p"),
            nb::arg("force_config_arch"), nb::arg("stream"), nb::arg("kv_dtype"),
-           nb::arg("kv_scale").none())
+           nb::arg("kv_scale").none(), nb::arg("precision"))
       .def("_run", &PyPlan::run, nb::arg("q").noconvert(), nb::arg("kv_cache").noconvert(),
            nb::arg("out").noconvert(), nb::arg("lse").noconvert().none(), nb::arg("stream"),
            nb::arg("kv_scale_array").noconvert().none(), nb::arg("kv_scale_value").none())
@@ -298,6 +300,9 @@ void bind_verify(nb::module_& m) {
       .def_prop_ro("backend", [](const PyPlan& p) { return backend_name(p.plan_info().backend); })
       .def_prop_ro("kernel", [](const PyPlan& p) { return p.plan_info().kernel; })
       .def_prop_ro("reason", [](const PyPlan& p) { return p.plan_info().reason; })
+      // What the chosen kernel computes, 'exact' or 'fast' (a fast request may run exact).
+      .def_prop_ro("precision",
+                   [](const PyPlan& p) { return precision_name(p.plan_info().precision); })
       .def_prop_ro("workspace_bytes", [](const PyPlan& p) { return p.plan_info().workspace_bytes; })
       .def_prop_ro("dtype", [](const PyPlan& p) { return dtype_name(p.plan_info().dtype); })
       .def_prop_ro("kv_dtype",

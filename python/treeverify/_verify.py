@@ -37,9 +37,10 @@ def _current_cuda_device():
 class Plan(_ext.Plan):
     """One step's verify plan, made by plan(): the validated metadata, the kernel choice and
     (CUDA) the index arrays' device copy. Run it once per layer. The state lives in the
-    extension's Plan (attributes backend, kernel, reason, workspace_bytes, device, dtype,
-    kv_dtype, batch_size, num_heads, page_size, num_pages, total_q, num_chunks); this class
-    only adds run()'s defaults.
+    extension's Plan (attributes backend, kernel, reason, precision, workspace_bytes, device,
+    dtype, kv_dtype, batch_size, num_heads, page_size, num_pages, total_q, num_chunks); this
+    class only adds run()'s defaults. precision is what the chosen kernel computes: 'fast' only
+    where fast was asked and the backend runs it, else 'exact' (reason says why).
 
     CUDA: runs use the workspace cached for their stream (grown when a plan needs more, kept
     between calls), so run() allocates, frees and copies nothing when out and lse are given,
@@ -80,7 +81,7 @@ class Plan(_ext.Plan):
     def __repr__(self):
         return (f"treeverify.Plan(device={self.device}, backend={self.backend}, "
                 f"kernel={self.kernel!r}, B={self.batch_size}, total_q={self.total_q}, "
-                f"H={self.num_heads}, kv_dtype={self.kv_dtype}, "
+                f"H={self.num_heads}, kv_dtype={self.kv_dtype}, precision={self.precision}, "
                 f"workspace_bytes={self.workspace_bytes})")
 
 
@@ -98,7 +99,8 @@ def _split_scale(kv_scale):
 
 def plan(kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents, num_heads, page_size,
          num_pages, dtype, softmax_scale, device="cpu", *, backend="auto", num_threads=0,
-         round_p=False, force_config_arch=0, stream=None, kv_dtype=None, kv_scale=None):
+         round_p=False, force_config_arch=0, stream=None, kv_dtype=None, kv_scale=None,
+         precision="exact"):
     """Validates the step's metadata and chooses the kernel. dtype: 'bf16', 'fp16',
     torch.bfloat16, ... (q and out; the KV cache too unless kv_dtype says otherwise) device:
     'cpu' (backend 'cpu-fast' or 'cpu-reference') or 'cuda[:N]' ('cuda-mma').
@@ -107,6 +109,10 @@ def plan(kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents, num_heads,
     value = stored x kv_scale. kv_scale here is optional, a real number that every run uses
     unless it passes its own (CUDA: uploaded with the index arrays, at no extra cost); engines
     with a scale per layer pass each layer's device tensor to run() instead.
+    precision ('exact' or 'fast', e4m3 caches only): exact runs the products in q's dtype on
+    the dequantized cache; fast rounds Q (one scale a row) and P to e4m3 for native FP8
+    products on GPUs that have them (sm_89, sm_120) and runs exact elsewhere, the CPU
+    included. Plan.precision says which ran, Plan.reason why.
 
     The index arrays may be host arrays (numpy, lists, CPU tensors: engines keep host copies
     of the lengths) or device arrays, in any mix: the device ones are copied to the host in one
@@ -133,18 +139,20 @@ def plan(kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents, num_heads,
                 _arrays.check_real(softmax_scale, "softmax_scale"), dev[0], dev[1],
                 _arrays.check_str(backend, "backend"), check_int(num_threads, "num_threads"),
                 _arrays.check_bool(round_p, "round_p"),
-                check_int(force_config_arch, "force_config_arch"), handle, kv_format, kv_scale)
+                check_int(force_config_arch, "force_config_arch"), handle, kv_format, kv_scale,
+                _arrays.check_str(precision, "precision"))
 
 
 def mla_verify(q, kv_cache, kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents,
                softmax_scale, out=None, lse=None, stream=None, *, dtype=None, backend="auto",
-               num_threads=0, round_p=False, kv_dtype=None, kv_scale=None):
+               num_threads=0, round_p=False, kv_dtype=None, kv_scale=None, precision="exact"):
     """One-shot tree verify: plan + run. Shapes (docs/DESIGN.md section 3):
       q [total_q, H, 576] bf16/fp16, kv_cache [num_pages, page_size, 576] same dtype, or e4m3
       (float8_e4m3fn, or uint8 bits with kv_dtype='e4m3') with kv_scale (a real number, or a
       1-element float32 array on q's device: see Plan.run),
       kv_page_indptr [B+1], kv_page_indices [nnz], kv_len [B] = L_b + T_b, qo_indptr [B+1],
       parents [total_q] (per request: parents[0] = -1, parents[i] < i).
+    precision: 'exact' or 'fast' (e4m3 caches; see plan()).
     Returns (out [total_q, H, 512] in q's dtype, lse [total_q, H] float32, natural log).
     On CUDA this validates and uploads the metadata each call (one device-to-host copy when
     some of it is on the GPU; none when it is all on the host): engines should make one plan()
@@ -163,7 +171,8 @@ def mla_verify(q, kv_cache, kv_page_indptr, kv_page_indices, kv_len, qo_indptr, 
              shape[0], _arrays.dtype_name(q, dtype), softmax_scale,
              device=f"{device[0]}:{device[1]}" if device[0] == "cuda" else "cpu",
              backend=backend, num_threads=num_threads, round_p=round_p, stream=stream,
-             kv_dtype="e4m3" if kv_format == "e4m3" else None, kv_scale=scale_value)
+             kv_dtype="e4m3" if kv_format == "e4m3" else None, kv_scale=scale_value,
+             precision=precision)
     return p.run(q, kv_cache, out=out, lse=lse, stream=stream, kv_scale=scale_array)
 
 
