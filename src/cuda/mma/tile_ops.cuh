@@ -502,11 +502,11 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
       if constexpr (kE4M3) inv_l *= v_scale;
       const int node = gr / H, head = gr % H;
       const int64_t grow = static_cast<int64_t>(w.q0) * H + gr;
-      T* out_row = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
-                   head * p.out_stride_head + V::o_col0(warp);
-      float* part_row = p.part_out + (blockIdx.y * p.total_rows + grow) * kVDim + V::o_col0(warp);
       if constexpr (kFast) {
         // Tiles 2 np (even columns) and 2 np + 1 (odd): this lane's columns 4t .. 4t + 3.
+        T* out_row = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
+                     head * p.out_stride_head + V::o_col0(warp);
+        float* part_row = p.part_out + (blockIdx.y * p.total_rows + grow) * kVDim + V::o_col0(warp);
 #pragma unroll
         for (int np = 0; np < V::kONTiles / 2; ++np) {
           const int col = np * 16 + 4 * (lane % 4);
@@ -522,12 +522,16 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
       } else {
 #pragma unroll
         for (int nt = 0; nt < V::kONTiles; ++nt) {
-          const int col = nt * 8 + 2 * (lane % 4);
+          const int col = V::o_col0(warp) + nt * 8 + 2 * (lane % 4);
           const float v0 = o[mt][nt][2 * hi] * inv_l, v1 = o[mt][nt][2 * hi + 1] * inv_l;
-          if (final_out)
-            *reinterpret_cast<uint32_t*>(out_row + col) = pack2<T>(v0, v1);
-          else
-            *reinterpret_cast<float2*>(part_row + col) = make_float2(v0, v1);
+          if (final_out) {
+            T* dst = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
+                     head * p.out_stride_head + col;
+            *reinterpret_cast<uint32_t*>(dst) = pack2<T>(v0, v1);
+          } else {
+            float* dst = p.part_out + (blockIdx.y * p.total_rows + grow) * kVDim + col;
+            *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+          }
         }
       }
     }
