@@ -14,6 +14,9 @@
 #   sweep     S1-S4 at forced chunk lengths (--chunk-tokens): time and kernel durations, the
 #             data behind the split schedule's cost model
 #   e4m3      `treeverify bench --kv-format e4m3` of the suite (an e4m3 cache, exact mode)
+#   fast      V1, V3, D1 and S3 under the sm_120 table (forced), an e4m3 cache in exact and in
+#             fast mode, and bf16: the same schedules; on an H200 fast mode's e4m3 products are
+#             emulated, so its times are those of the emulation, not of sm_120
 #   flush     S1-S4, V1 and D2 with L2 emptied by a read, then by a write, in one run
 #             (bench --flush: a write leaves dirty lines the timed call writes back)
 #   layers    61 runs of one plan (a step's layers) on S1, S3, V1 and D2: enqueue cost per
@@ -40,12 +43,17 @@ $bin/treeverify doctor >"$out/doctor.txt" 2>&1
 if want tests; then
   timeout 400 $bin/treeverify_gpu_tests --gtest_brief=1 >"$out/gpu_tests.log" 2>&1
   echo "gpu tests: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/gpu_tests.log" | tr '\n' ' ')"
-  # Fast mode's errors (tests/cuda/test_fast_gpu.cpp): the largest of each, and the worst cases.
-  grep '^fast-accuracy' "$out/gpu_tests.log" | awk -F' [|] ' '
-    { n++; split($1, kv, " "); for (i = 2; i in kv; i++) { split(kv[i], e, "=");
-        if (e[2] + 0 >= mx[e[1]]) { mx[e[1]] = e[2] + 0; at[e[1]] = $2 } } }
-    END { for (k in mx) printf "fast-accuracy max %s = %.3g (%s)\n", k, mx[k], at[k];
-          print "fast-accuracy: " n " cases" }' | sort
+  # The error figures: the largest of each kernel kind against each oracle, plain data and
+  # outlier channels (the "accuracy" lines of tests/cuda/gpu_check.h).
+  grep '^accuracy ' "$out/gpu_tests.log" | awk -F' [|] ' '
+    { split($1, f, " "); for (i = 2; i in f; i++) { split(f[i], e, "="); v[e[1]] = e[2] }
+      kind = v["kernel"] ~ /fp16/ ? "fp16" : "bf16";
+      if (v["kernel"] ~ /-e4m3kv/) kind = v["kernel"] ~ /-fast/ ? "e4m3-fast" : "e4m3-exact";
+      key = sprintf("%-10s vs %-13s %-8s", kind, v["oracle"], $2 ~ /outliers/ ? "outliers" : "plain");
+      n[key]++; for (m in v) if (m == "out" || m == "row" || m == "lse")
+        if (v[m] + 0 > mx[key, m]) mx[key, m] = v[m] + 0 }
+    END { for (key in n) printf "accuracy %s %4d cases: out %.2e row %.2e lse %.2e\n", key, n[key],
+            mx[key, "out"], mx[key, "row"], mx[key, "lse"] }' | sort
 fi
 if want sanitize; then
   # One log for both tools: the device tool returns at most 8 files.
@@ -121,6 +129,13 @@ fi
 if want e4m3; then
   timeout 200 $bin/treeverify bench --backend cuda-mma --kv-format e4m3 >"$out/bench_e4m3.txt" 2>&1
   grep -E "^gpu|^(V|D|R|S)[0-9]" "$out/bench_e4m3.txt"
+fi
+if want fast; then
+  for mode in "--kv-format e4m3 --precision fast" "--kv-format e4m3" ""; do
+    echo "== sm_120 table ${mode:-bf16}"
+    timeout 100 $bin/treeverify bench --backend cuda-mma --config-arch 120 $mode V1 V3 D1 S3 2>&1 |
+      tee -a "$out/bench_fast.txt" | grep -E "^gpu|^(V|D|S)[0-9]|error|fail"
+  done
 fi
 if want flush; then
   for f in read write read write; do

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "testing/cases.h"
 #include "testing/compare.h"
 #include "testing/cuda/device_case.h"
+#include "treeverify/half.h"
 
 namespace treeverify::testing {
 
@@ -87,6 +89,37 @@ inline GpuResult run_on_gpu(const HostCase& host, const PlanOptions& options) {
   return r;
 }
 
+// Prints a comparison as one "accuracy" line (scripts/device_run.sh gathers them into the
+// error figures of bench/results): the kernel, the oracle it was compared with, the errors.
+inline void print_accuracy(const std::string& kernel, const char* oracle, const Comparison& c,
+                           const std::string& what) {
+  std::printf("accuracy kernel=%s oracle=%s out=%.2e row=%.2e lse=%.2e | %s\n", kernel.c_str(),
+              oracle, c.out_rel_fro, c.out_row_rel_max, c.lse_max_abs, what.c_str());
+}
+
+// Makes 8 of the 512 latent channels of q and of the cache 20x larger, as real latent caches
+// have outlier channels (an e4m3 cache re-encoded, still inside e4m3's range for kv_scale
+// 1/64 and N(0, 1) values).
+inline void add_outlier_channels(HostCase& host) {
+  constexpr int kChannels[] = {3, 77, 130, 200, 311, 402, 450, 509};
+  const DType dt = host.spec.dtype;
+  for (size_t r = 0; r < host.q.size() / kQKDim; ++r)
+    for (int c : kChannels) {
+      uint16_t& v = host.q[r * kQKDim + c];
+      v = float_to_half(dt, 20.f * half_to_float(dt, v));
+    }
+  for (size_t r = 0; r < host.kv.size() / kQKDim; ++r)
+    for (int c : kChannels) {
+      uint16_t& v = host.kv[r * kQKDim + c];
+      v = float_to_half(dt, 20.f * half_to_float(dt, v));
+    }
+  for (size_t r = 0; r < host.kv8.size() / kQKDim; ++r)
+    for (int c : kChannels) {
+      uint8_t& k = host.kv8[r * kQKDim + c];
+      k = float_to_e4m3(20.f * e4m3_to_float(k));
+    }
+}
+
 // Checks a GPU result of `host` against the oracle that rounds P like the kernel does.
 inline void expect_close_to_oracle(const HostCase& host, const std::string& what,
                                    const GpuResult& gpu) {
@@ -101,8 +134,27 @@ inline void expect_close_to_oracle(const HostCase& host, const std::string& what
   ASSERT_TRUE(s.ok()) << s.to_string();
   const Comparison c =
       compare_with_reference(host.spec.dtype, gpu.out, gpu.lse.data(), ref.out, ref.lse);
+  print_accuracy(gpu.plan.kernel, "round_p", c, what);
   EXPECT_TRUE(c.ok(kOutRelTol, kLseAbsTol))
       << what << " kernel " << gpu.plan.kernel << " (" << gpu.plan.reason << "): " << c.to_string();
+}
+
+// Prints (does not check) the error of a GPU result against exact attention: the oracle with
+// nothing rounded, so P's rounding counts too (the figures of bench/results beside fast mode's).
+inline void print_exact_accuracy(const HostCase& host, const std::string& what,
+                                 const GpuResult& gpu) {
+  if (gpu.out.size() != host.out_elems()) return;
+  detail::ReferenceResult ref;
+  Plan ref_plan;
+  PlanOptions ro;
+  ro.backend = Backend::kCpuReference;
+  ASSERT_TRUE(plan(host.problem(), ro, &ref_plan).ok());
+  ASSERT_TRUE(detail::reference_attention(ref_plan, host.tensors(nullptr, nullptr),
+                                          /*round_p=*/false, &ref)
+                  .ok());
+  print_accuracy(gpu.plan.kernel, "exact",
+                 compare_with_reference(host.spec.dtype, gpu.out, gpu.lse.data(), ref.out, ref.lse),
+                 what);
 }
 
 // Runs on the GPU and checks against the oracle that rounds P like the kernel does.

@@ -69,6 +69,28 @@ TEST(GpuE4M3, PagesTreesAndBatches) {
   TV_SKIP_IF_TABLES_MISSING();
 }
 
+// Plain data, and 8 latent channels 20x larger in q and the cache (gpu_check.h): exact mode
+// keeps the 16-bit bounds against the oracle that rounds P as it does; its error against exact attention is
+// printed beside fast mode's (test_fast_gpu.cpp).
+TEST(GpuE4M3, OutlierChannels) {
+  TV_SKIP_WITHOUT_GPU();
+  for (int arch : tile_configs().archs) {
+    for (bool outliers : {false, true}) {
+      HostCase host =
+          make_case(e4m3_spec(fmt::format("{} config {}", outliers ? "outliers" : "plain", arch),
+                              16, {16}, {20000}, 64));
+      if (outliers) add_outlier_channels(host);
+      PlanOptions o;
+      o.force_config_arch = arch;
+      const GpuResult gpu = run_on_gpu(host, o);
+      const std::string what = fmt::format("{} seed {}", host.spec.name, host.spec.seed);
+      expect_close_to_oracle(host, what, gpu);
+      print_exact_accuracy(host, what, gpu);
+    }
+  }
+  TV_SKIP_IF_TABLES_MISSING();
+}
+
 // A NaN code in tree leaf 3 of [-1, 0, 1, 1]: the leaf's rows NaN, the other rows as on the
 // clean cache (the epilogue marks them, nonfinite.cuh recomputes them from the e4m3 bytes).
 TEST(GpuE4M3, NanCodeReachesOnlyTheRowsThatSeeIt) {

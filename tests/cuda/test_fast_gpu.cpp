@@ -4,7 +4,7 @@
 // against two float64 oracles: one that rounds Q and P as the kernel does, subtracting the
 // same running maxima (a tight bound: what is left is fp32 accumulation), and the exact one on
 // the dequantized cache (the mode's accuracy, docs/DESIGN.md). Every case prints its errors
-// ("fast-accuracy"), the figures behind the bounds below.
+// ("accuracy" lines), the figures behind the bounds below.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -14,7 +14,6 @@
 #include "../cpu/cpu_test_util.h"
 #include "cuda/mma/config.h"
 #include "gpu_check.h"
-#include "treeverify/half.h"
 
 namespace treeverify::testing {
 namespace {
@@ -120,11 +119,9 @@ void expect_fast_matches(const HostCase& host, PlanOptions options, const Bounds
       compare_with_reference(host.spec.dtype, gpu.out, gpu.lse.data(), same.out, same.lse);
   const Comparison ce =
       compare_with_reference(host.spec.dtype, gpu.out, gpu.lse.data(), exact.out, exact.lse);
-  std::printf(
-      "fast-accuracy same_out=%.2e same_row=%.2e same_lse=%.2e exact_out=%.2e exact_row=%.2e "
-      "exact_lse=%.2e | %s | %s\n",
-      cs.out_rel_fro, cs.out_row_rel_max, cs.lse_max_abs, ce.out_rel_fro, ce.out_row_rel_max,
-      ce.lse_max_abs, host.spec.name.c_str(), gpu.plan.kernel.c_str());
+  const std::string name = fmt::format("{} seed {}", host.spec.name, host.spec.seed);
+  print_accuracy(gpu.plan.kernel, "fast-rounding", cs, name);
+  print_accuracy(gpu.plan.kernel, "exact", ce, name);
   EXPECT_TRUE(cs.ok(b.same_out, b.same_lse)) << what << ", same rounding: " << cs.to_string();
   EXPECT_TRUE(ce.ok(b.exact_out, b.exact_lse)) << what << ", exact: " << ce.to_string();
 }
@@ -209,18 +206,7 @@ TEST(GpuFast, OutlierChannels) {
   for (int arch : fast_tables().archs) {
     HostCase host =
         make_case(fast_spec(fmt::format("outliers config {}", arch), 16, {16}, {20000}, 64));
-    constexpr int kChannels[] = {3, 77, 130, 200, 311, 402, 450, 509};
-    const int rows = host.total_q() * host.spec.num_heads;
-    for (int r = 0; r < rows; ++r)
-      for (int c : kChannels) {
-        uint16_t& v = host.q[static_cast<size_t>(r) * kQKDim + c];
-        v = float_to_half(host.spec.dtype, 20.f * half_to_float(host.spec.dtype, v));
-      }
-    for (size_t row = 0; row < host.kv8.size() / kQKDim; ++row)
-      for (int c : kChannels) {
-        uint8_t& k = host.kv8[row * kQKDim + c];
-        k = float_to_e4m3(20.f * e4m3_to_float(k));
-      }
+    add_outlier_channels(host);
     PlanOptions o;
     o.force_config_arch = arch;
     expect_fast_matches(host, o, Bounds{.exact_out = kOutlierOutTol, .exact_lse = kOutlierLseTol});

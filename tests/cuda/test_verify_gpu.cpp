@@ -132,6 +132,28 @@ TEST(GpuVerify, Fp16) {
   TV_SKIP_IF_TABLES_MISSING();
 }
 
+// Plain N(0, 1) data, and 8 latent channels 20x larger in q and the cache (gpu_check.h), as real
+// latent caches have; the error against exact attention (P unrounded) is printed for
+// bench/results.
+TEST(GpuVerify, OutlierChannels) {
+  TV_SKIP_WITHOUT_GPU();
+  for (int arch : tile_configs().archs) {
+    for (bool outliers : {false, true}) {
+      HostCase host =
+          make_case(spec(fmt::format("{} config {}", outliers ? "outliers" : "plain", arch), 16,
+                         {16}, {20000}, 64));
+      if (outliers) add_outlier_channels(host);
+      PlanOptions o;
+      o.force_config_arch = arch;
+      const GpuResult gpu = run_on_gpu(host, o);
+      const std::string what = fmt::format("{} seed {}", host.spec.name, host.spec.seed);
+      expect_close_to_oracle(host, what, gpu);
+      print_exact_accuracy(host, what, gpu);
+    }
+  }
+  TV_SKIP_IF_TABLES_MISSING();
+}
+
 // The ancestor mask is step data: built by a plan's first run on a workspace and reused by
 // its later runs, rebuilt after another plan (another tree) ran on that workspace.
 TEST(GpuVerify, StepDataFollowsThePlan) {
