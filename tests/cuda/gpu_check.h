@@ -120,9 +120,14 @@ inline void add_outlier_channels(HostCase& host) {
     }
 }
 
+// The lse bound on data with outlier channels (add_outlier_channels): their scores reach
+// about 160 nats, where fp32 accumulation of 576 products leaves about 1e-4 absolute (H200,
+// 2026-12-01: bf16 3.5e-4, e4m3 exact 5.8e-5, against the same 16-bit bound on out).
+inline constexpr double kOutlierLseAbsTol = 2e-3;
+
 // Checks a GPU result of `host` against the oracle that rounds P like the kernel does.
 inline void expect_close_to_oracle(const HostCase& host, const std::string& what,
-                                   const GpuResult& gpu) {
+                                   const GpuResult& gpu, double lse_tol = kLseAbsTol) {
   if (gpu.out.size() != host.out_elems()) return;  // the run already failed the test
   detail::ReferenceResult ref;
   Plan ref_plan;
@@ -135,7 +140,7 @@ inline void expect_close_to_oracle(const HostCase& host, const std::string& what
   const Comparison c =
       compare_with_reference(host.spec.dtype, gpu.out, gpu.lse.data(), ref.out, ref.lse);
   print_accuracy(gpu.plan.kernel, "round_p", c, what);
-  EXPECT_TRUE(c.ok(kOutRelTol, kLseAbsTol))
+  EXPECT_TRUE(c.ok(kOutRelTol, lse_tol))
       << what << " kernel " << gpu.plan.kernel << " (" << gpu.plan.reason << "): " << c.to_string();
 }
 
