@@ -30,10 +30,10 @@ constexpr double kSameRoundingLseTol = 1e-4;
 constexpr double kExactOutTol = 0.12;
 constexpr double kExactLseTol = 0.4;
 // The same with 8 of the 512 latent channels 20x larger in q and K, as real latent caches
-// have: Q's one scale a row leaves the other channels few bits. out [3.1e-2, row 0.12], lse
-// [3.0 nats].
+// have: Q's one scale a row leaves the other channels few bits. out [3.3e-2, row 0.12], lse
+// [2.96-3.83 nats over three runs: the bound leaves room for the seed].
 constexpr double kOutlierOutTol = 0.12;
-constexpr double kOutlierLseTol = 4.0;
+constexpr double kOutlierLseTol = 6.0;
 
 CaseSpec fast_spec(std::string name, int heads, std::vector<int32_t> trees,
                    std::vector<int64_t> prefixes, int page, DType dtype = DType::kBF16,
