@@ -41,7 +41,7 @@ want() { for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1;
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
 $bin/treeverify doctor >"$out/doctor.txt" 2>&1
 if want tests; then
-  timeout 400 $bin/treeverify_gpu_tests --gtest_brief=1 >"$out/gpu_tests.log" 2>&1
+  timeout 560 $bin/treeverify_gpu_tests --gtest_brief=1 >"$out/gpu_tests.log" 2>&1
   echo "gpu tests: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/gpu_tests.log" | tr '\n' ' ')"
   # The error figures: the largest of each kernel kind against each oracle, plain data and
   # outlier channels (the "accuracy" lines of tests/cuda/gpu_check.h).

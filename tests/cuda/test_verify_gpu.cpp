@@ -6,15 +6,16 @@
 
 #include <algorithm>
 
-#include "gpu_check.h"
+#include "fast_check.h"
 
 namespace treeverify::testing {
 namespace {
 
 // The configurations every case runs under: the device's own, sm_80's (3 stages) and sm_120's
 // (the 99 KB pipelines: 16-token tiles for 64 rows, 2 stages for 32), so the code shipped for
-// those executes here too. A table this build or device cannot run is left out and named in
-// `missing`; the tests then end skipped (gpu_check.h, tile_configs).
+// those executes here too; then the case again with an e4m3 cache, exact under the device's
+// table and fast under sm_120's (fast_check.h). A table this build or device cannot run is
+// left out and named in `missing`; the tests then end skipped (gpu_check.h, tile_configs).
 
 CaseSpec spec(std::string name, int heads, std::vector<int32_t> trees,
               std::vector<int64_t> prefixes, int page, TreeShape shape = TreeShape::kRandom,
@@ -39,6 +40,18 @@ void run_all_configs(const CaseSpec& s, int chunk_tokens = 0) {
     fresh.seed = fresh_seed();
     expect_matches_oracle(fresh, o);
   }
+  // The same case with an e4m3 cache: exact mode under the device's table, fast mode under
+  // sm_120's (issue 12: every case in both).
+  CaseSpec e4m3 = s;
+  e4m3.name = s.name + " e4m3 exact";
+  e4m3.kv_format = KvFormat::kE4M3;
+  e4m3.kv_scale = 0.0137f;
+  e4m3.seed = fresh_seed();
+  PlanOptions o;
+  o.force_chunk_tokens = chunk_tokens;
+  SCOPED_TRACE(e4m3.name);
+  expect_matches_oracle(e4m3, o);
+  run_fast_table(s, chunk_tokens);
 }
 
 TEST(GpuVerify, TreeShapesAndSizes) {
