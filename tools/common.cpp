@@ -185,6 +185,7 @@ Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_
   PlanOptions ref_options;
   ref_options.backend = Backend::kCpuReference;
   ref_options.precision = p.precision;
+  ref_options.round_p = round_p;  // the oracle computes that precision only with round_p
   Plan ref_plan;
   TV_RETURN_IF_ERROR(plan(hc.problem(), ref_options, &ref_plan));
   detail::ReferenceResult ref;

@@ -44,10 +44,12 @@ std::vector<int> runnable_tables(const DeviceInfo& d, std::string* first_missing
   return archs;
 }
 
-// Precision::kFast on e4m3 caches: native FP8 products (mma.sync e4m3, one QMMA) exist in code
-// compiled for the SM versions cuda::mma::native_fp8_mma names; a GPU whose code lacks them
-// runs a fast request exact (Plan::reason says so). Decided by the code the GPU runs
-// (DeviceInfo::kernel_arch), not by the GPU: sm_86 code on an sm_89 GPU has no QMMA.
+// Precision::kFast on e4m3 caches: native FP8 products (mma.sync e4m3, one QMMA) exist on the
+// SM versions cuda::mma::native_fp8_mma names. A fast request runs them only where both the GPU
+// and the code it runs (DeviceInfo::kernel_arch) have them: sm_86 code on an sm_89 GPU has no
+// QMMA, and sm_89 code JIT-compiled for an H100 would emulate it (src/cuda/plan.cpp,
+// fast_mode_blocker, decides the same for each plan); otherwise it runs exact and
+// Plan::reason says so.
 constexpr int kSmVersions[] = {80, 86, 89, 90, 100, 120, 121};
 
 std::vector<int> fast_sms(bool native) {
@@ -57,15 +59,22 @@ std::vector<int> fast_sms(bool native) {
   return sms;
 }
 
+// Why SM version `sm` (a GPU's or its code's) runs a fast request exact.
+std::string not_native(int sm) {
+  if (sm < 89) return fmt::format("sm_{} has no FP8 mma.sync", sm);
+  if (sm == 90) return "sm_90 emulates mma.sync e4m3 (fp16 HMMA after conversion)";
+  return fmt::format("sm_{} is not known to run mma.sync e4m3 natively", sm);
+}
+
 // What a fast request runs on device `d`, and why.
-std::pair<const char*, std::string> fast_on_device(const DeviceInfo& d) {
+std::pair<const char*, std::string> fast_on_device(const DeviceInfo& d, const BuildInfo& build) {
   if (!d.has_kernel_code) return {"nothing", "no compiled code runs on it"};
-  const int sm = d.kernel_arch;
-  if (cuda::mma::native_fp8_mma(sm))
-    return {"fast", fmt::format("its sm_{} code has native FP8 products", sm)};
-  if (sm < 89) return {"exact", fmt::format("sm_{} code has no FP8 mma.sync", sm)};
-  if (sm == 90) return {"exact", "sm_90 emulates mma.sync e4m3 (fp16 HMMA after conversion)"};
-  return {"exact", fmt::format("sm_{} code is not known to run mma.sync e4m3 natively", sm)};
+  const int sm = d.cc_major * 10 + d.cc_minor, code = d.kernel_arch;
+  if (!cuda::mma::native_fp8_mma(sm)) return {"exact", not_native(sm)};
+  if (!cuda::mma::native_fp8_mma(code)) return {"exact", "its code: " + not_native(code)};
+  if (!build.cuda_e4m3_mma)
+    return {"exact", "this build's CUDA (before 12.8) compiled no fast kernels"};
+  return {"fast", fmt::format("its sm_{} code has native FP8 products", code)};
 }
 
 int run_doctor(const DoctorFlags& flags) {
@@ -85,7 +94,7 @@ int run_doctor(const DoctorFlags& flags) {
   const unsigned threads = std::thread::hardware_concurrency();
   std::vector<int> compiled_fast;  // compiled architectures whose code has FP8 products
   for (int sm : build.cuda_archs)
-    if (cuda::mma::native_fp8_mma(sm)) compiled_fast.push_back(sm);
+    if (build.cuda_e4m3_mma && cuda::mma::native_fp8_mma(sm)) compiled_fast.push_back(sm);
 
   // Planning reads metadata only, so every suite case plans in milliseconds at full size.
   struct Row {
@@ -140,7 +149,7 @@ int run_doctor(const DoctorFlags& flags) {
                            {"fast_runs_exact_sms", fast_sms(false)},
                            {"fast_native_compiled", compiled_fast}};
     for (size_t i = 0; i < devices.size(); ++i) {
-      const auto [runs, why] = fast_on_device(devices[i]);
+      const auto [runs, why] = fast_on_device(devices[i], build);
       j["devices"][i]["precision_fast_runs"] = runs;
       j["devices"][i]["precision_fast_why"] = why;
     }
@@ -237,7 +246,7 @@ int run_doctor(const DoctorFlags& flags) {
   if (build.cuda_compiled)
     fmt::print("  compiled with fast products: {}\n", archs_text(compiled_fast));
   for (const DeviceInfo& d : devices) {
-    const auto [runs, why] = fast_on_device(d);
+    const auto [runs, why] = fast_on_device(d, build);
     fmt::print("  [{}] {}: a fast request runs {} ({})\n", d.ordinal, d.name, runs, why);
   }
   fmt::print("\n");

@@ -17,6 +17,8 @@ struct BuildInfo {
   bool cuda_all_variants = false;     // each architecture's code holds every kernel variant that
                                       // fits it (TREEVERIFY_ALL_VARIANTS: any tile table can be
                                       // forced), not only its tile tables' variants
+  bool cuda_e4m3_mma = false;         // the compiler had every e4m3 mma.sync fast mode uses
+                                      // (CUDA 12.8+), so sm_89/sm_120 code holds its kernels
   std::string blas;                   // BLAS the CPU fast backend uses, e.g. "OpenBLAS 0.3.21"
 };
 BuildInfo build_info();

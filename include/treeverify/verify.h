@@ -92,6 +92,9 @@ enum class Precision : int32_t {
   // them; CPU backends) the call runs exact and Plan::reason says so. Against exact attention
   // on the same cache, out moves about 5e-2 relative and lse 0.1-0.3 nats on random data in
   // the oracle, mostly from Q's rounding (P's alone: 1e-2, lse unchanged; docs/DESIGN.md).
+  // The non-finite policy holds as above, with one difference: a row that shares its CTA with
+  // a row that sees a non-finite value may come out computed exact (unrounded Q and P), not
+  // fast, so such a value moves it within fast mode's error though it cannot see it.
   kFast = 1,
 };
 const char* precision_name(Precision precision);
@@ -128,9 +131,10 @@ struct PlanState {
   // Split-KV schedule (CUDA backends): each request's KV sequence (prefix and tree) is cut
   // into chunks of chunk_tokens; num_chunks is the largest chunk count of any request.
   int32_t chunk_tokens = 0, num_chunks = 0, config_arch = 0;
-  int32_t variant = 0;  // backend-specific kernel variant (CUDA: rows per CTA and stages)
-  int32_t tile_tokens = 0;  // CUDA: KV tokens a tile of that variant (its online softmax's step)
-  uint64_t id = 0;      // CUDA: distinct for each plan() call; names the step data in a workspace
+  int32_t variant = 0;         // backend-specific kernel variant (CUDA: rows per CTA and stages)
+  int32_t tile_tokens = 0;     // CUDA: KV tokens a tile of that variant (its online softmax's step)
+  bool fast_products = false;  // CUDA: run() launches the e4m3 fast kernel (precision kFast)
+  uint64_t id = 0;  // CUDA: distinct for each plan() call; names the step data in a workspace
   bool programmatic_combine = false;  // CUDA: the split combine overlaps the main kernel's tail
   int32_t device_sms = 0;             // CUDA: SMs of Plan::device (the combine's block size)
 };

@@ -83,8 +83,9 @@ Status plan(const VerifyProblem& problem, const PlanOptions& options, Plan* out)
       p.backend = Backend::kCpuReference;
       p.kernel = "cpu-reference/fp64";
       p.reason = "requested: the float64 oracle";
-      // The oracle of the fast kernels too: with round_p it rounds Q and P as they do.
-      p.precision = options.precision;
+      // The oracle of the fast kernels too: with round_p it rounds Q and P as they do, and
+      // without round_p it computes exact whatever was asked.
+      p.precision = options.round_p ? options.precision : Precision::kExact;
       if (options.precision == Precision::kFast) {
         p.reason += options.round_p ? "; precision fast: Q and P rounded to e4m3 as the fast "
                                       "kernels round them"

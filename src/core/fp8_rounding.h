@@ -9,13 +9,14 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cuda/common/constants.h"  // kE4M3Max, kFastQInvCap: the kernels' constants
 #include "treeverify/half.h"
 
 namespace treeverify::detail {
 
 // The largest finite e4m3 value: the fast kernels scale Q rows and P so their largest
 // magnitude lands on it, using all of e4m3's normal range (its smallest normal is 2^-6).
-inline constexpr float kE4m3Max = 448.f;
+using cuda::kE4M3Max;
 
 // A query row's e4m3 scaling (a row: one token's head, 576 values): code = e4m3(q x inv) and
 // the value the products see is code x scale. A zero row keeps scale 1 (its codes are 0).
@@ -32,7 +33,7 @@ FastQRow fast_q_row(const T* q, int n) {
   for (int c = 0; c < n; ++c) r.amax = std::max(r.amax, std::fabs(static_cast<float>(q[c])));
   if (r.amax > 0.f) {
     // The cap keeps a row of tiny values (amax under 448 / FLT_MAX: bf16 subnormals) finite.
-    r.inv = std::min(kE4m3Max / r.amax, 0x1p126f);
+    r.inv = std::min(kE4M3Max / r.amax, cuda::kFastQInvCap);
     r.scale = 1.0 / r.inv;
   }
   return r;
@@ -54,7 +55,7 @@ inline void round_q_row_fast(double* q, int n) {
 // p x 448 (float32) rounded to e4m3, then divided by 448 again. The row's normaliser sums the
 // unrounded p's, here and in the kernels.
 inline double round_p_fast(double p) {
-  return e4m3_to_float(float_to_e4m3(static_cast<float>(p) * kE4m3Max)) / double{kE4m3Max};
+  return e4m3_to_float(float_to_e4m3(static_cast<float>(p) * kE4M3Max)) / double{kE4M3Max};
 }
 
 }  // namespace treeverify::detail

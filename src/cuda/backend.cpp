@@ -114,8 +114,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
                      : cuda::mma::launch_verify<__half, V, kMode>(kp, grid, stream);
         };
         if (plan.kv_format != KvFormat::kE4M3) return launch.template operator()<KvMode::k16>();
-        // plan.precision is kFast only where cuda_plan chose the fast kernel.
-        if (plan.precision == Precision::kFast) {
+        // Set only where cuda_plan chose the fast kernel (the public Plan::precision says so).
+        if (plan.state.fast_products) {
           if constexpr (cuda::mma::fast_mode_variant(cuda::mma::variant_id<V>()))
             return launch.template operator()<KvMode::kE4M3Fast>();
           else

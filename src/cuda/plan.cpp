@@ -104,6 +104,30 @@ std::string variant_missing(VariantId v, int config_arch, const std::string& whe
       what);
 }
 
+// Why a fast-mode request runs exact on an sm_<sm> device under the sm_<config_arch> table
+// with `variant` (empty when it runs fast): the table's architecture must have native e4m3
+// products, and so must the device unless the table was forced (an unforced table of another
+// architecture runs by PTX JIT: an H100 running a build's sm_89 code would emulate them), and
+// the code the device runs must hold the fast kernel. doctor asks the same (fast_on_device).
+std::string fast_mode_blocker(int sm, int config_arch, bool forced, VariantId variant,
+                              int code_arch) {
+  auto not_native = [](int a) {
+    return a < 89    ? fmt::format("sm_{} has no e4m3 mma", a)
+           : a < 100 ? fmt::format(
+                           "sm_{} emulates e4m3 mma.sync (fp16 products after conversion, "
+                           "slower than exact; Hopper's FP8 speed is in wgmma, not built)",
+                           a)
+                     : fmt::format("sm_{}'s e4m3 mma.sync is not verified native", a);
+  };
+  if (!cuda::mma::native_fp8_mma(config_arch)) return not_native(config_arch);
+  if (!forced && !cuda::mma::native_fp8_mma(sm)) return not_native(sm);
+  if (!cuda::mma::fast_compiled_for(variant, code_arch))
+    return fmt::format("the fast kernel of {} is not in the sm_{} code of this build{}",
+                       variant_name(variant), code_arch,
+                       TREEVERIFY_CUDA_E4M3_MMA ? "" : " (built by CUDA before 12.8)");
+  return {};
+}
+
 }  // namespace
 
 Status cuda_config_runnable(int config_arch, const DeviceInfo& device) {
@@ -178,27 +202,17 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                   missing,
                   forced_rows > 0 ? fmt::format(" ({} rows a CTA forced)", forced_rows) : "");
   const bool e4m3 = problem.kv_format == KvFormat::kE4M3;
-  // Fast mode (Precision::kFast) runs where the table's architecture has native e4m3 products
-  // and this build's code holds the fast kernel; otherwise the call runs exact, and says why.
+  // Fast mode (Precision::kFast) where fast_mode_blocker finds nothing against it; otherwise
+  // the call runs exact, and says why.
   KvMode mode = e4m3 ? KvMode::kE4M3 : KvMode::k16;
   std::string precision_note;
   if (e4m3 && options.precision == Precision::kFast) {
-    if (!cuda::mma::native_fp8_mma(config_arch))
-      precision_note = fmt::format(
-          "; fast asked, run exact: {}",
-          config_arch < 89 ? fmt::format("sm_{} has no e4m3 mma", config_arch)
-          : config_arch < 100
-              ? fmt::format("sm_{} emulates e4m3 mma.sync (fp16 products after "
-                            "conversion, slower than exact; Hopper's FP8 speed is "
-                            "in wgmma, not built)",
-                            config_arch)
-              : fmt::format("sm_{}'s e4m3 mma.sync is not verified native", config_arch));
-    else if (!cuda::mma::fast_compiled_for(variant, device.kernel_arch))
-      precision_note = fmt::format(
-          "; fast asked, run exact: the fast kernel of {} is not in the sm_{} code of this build",
-          variant_name(variant), device.kernel_arch);
-    else
+    const std::string blocker = fast_mode_blocker(sm, config_arch, options.force_config_arch > 0,
+                                                  variant, device.kernel_arch);
+    if (blocker.empty())
       mode = KvMode::kE4M3Fast;
+    else
+      precision_note = "; fast asked, run exact: " + blocker;
   }
   const VariantFacts facts = variant_facts_on(device, variant, problem.dtype, mode);
   TV_REQUIRE_CODE(
@@ -270,6 +284,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   const VariantFacts& f = chosen_facts;
   const bool fast = mode == KvMode::kE4M3Fast;
   plan->precision = fast ? Precision::kFast : Precision::kExact;
+  plan->state.fast_products = fast;
   plan->kernel = fmt::format("cuda-mma/{}{}{}/{}/sm{}-config", dtype_name(problem.dtype),
                              e4m3 ? "-e4m3kv" : "", fast ? "-fast" : "", f.name, config_arch);
   // Why these tiles: the table in cuda/mma/config.h, unless the schedule took fewer rows.

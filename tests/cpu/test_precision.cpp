@@ -70,7 +70,7 @@ TEST(Precision, FastWithA16BitCacheIsAnArgumentError) {
 }
 
 // cpu-fast has no FP8 products: fast asked, exact computed, and the reason says so. The
-// oracle takes the precision asked (it rounds by it when round_p is on).
+// oracle takes the precision asked when round_p is on (it rounds by it), exact otherwise.
 TEST(Precision, CpuBackendsPlanTheirPrecision) {
   const HostCase c = small_case(KvFormat::kE4M3);
   for (Precision asked : {Precision::kExact, Precision::kFast}) {
@@ -82,9 +82,14 @@ TEST(Precision, CpuBackendsPlanTheirPrecision) {
     EXPECT_EQ(p.precision, Precision::kExact);
     EXPECT_EQ(p.reason.find("computes exact") != std::string::npos, asked == Precision::kFast)
         << p.reason;
+    // cpu-reference computes what it rounds: the precision asked with round_p, else exact.
     o.backend = Backend::kCpuReference;
     ASSERT_TRUE(treeverify::plan(c.problem(), o, &p).ok());
+    EXPECT_EQ(p.precision, Precision::kExact);
+    o.round_p = true;
+    ASSERT_TRUE(treeverify::plan(c.problem(), o, &p).ok());
     EXPECT_EQ(p.precision, asked);
+    o.round_p = false;
     // auto falls back to cpu-fast only on a machine without a usable GPU.
     o.backend = Backend::kAuto;
     ASSERT_TRUE(treeverify::plan(c.problem(), o, &p).ok());

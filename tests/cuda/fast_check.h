@@ -77,8 +77,10 @@ inline detail::ReferenceResult fast_oracle(const HostCase& host, Precision preci
   PlanOptions ro;
   ro.backend = Backend::kCpuReference;
   ro.precision = precision;
-  EXPECT_TRUE(plan(host.problem(), ro, &rp).ok());
   const bool fast = precision == Precision::kFast;
+  ro.round_p = fast;  // cpu-reference computes the precision asked only with round_p
+  EXPECT_TRUE(plan(host.problem(), ro, &rp).ok());
+  EXPECT_EQ(rp.precision, precision);
   const detail::FastPMaxima maxima{.chunk_tokens = gpu_plan.state.chunk_tokens,
                                    .tile_tokens = gpu_plan.state.tile_tokens};
   const Status s = detail::reference_attention(rp, host.tensors(nullptr, nullptr),

@@ -25,11 +25,12 @@ constexpr bool variant_compiled_for(int arch) {
 
 // Whether this build's code for SM version `arch` holds the fast-mode kernel of variant `id`:
 // a fast-mode variant compiled for `arch` (variant_compiled_for), in code with e4m3 mma (sm_89
-// and newer), and unless the build holds every variant (the GPU tests force sm_120's table on
-// an H200, whose e4m3 products are emulated), only where those products are native.
+// and newer, from CUDA 12.8: TREEVERIFY_CUDA_E4M3_MMA), and unless the build holds every
+// variant (the GPU tests force sm_120's table on an H200, whose e4m3 products are emulated),
+// only where those products are native.
 constexpr bool fast_compiled_for(VariantId id, int arch) {
-  return fast_mode_variant(id) && variant_compiled_for(id, arch) && arch >= 89 &&
-         (kThisBuild.all_variants || native_fp8_mma(arch));
+  return TREEVERIFY_CUDA_E4M3_MMA && fast_mode_variant(id) && variant_compiled_for(id, arch) &&
+         arch >= 89 && (kThisBuild.all_variants || native_fp8_mma(arch));
 }
 template <typename V>
 constexpr bool fast_compiled_for(int arch) {

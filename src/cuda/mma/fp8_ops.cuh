@@ -57,7 +57,7 @@ __device__ __forceinline__ void quantize_q(uint8_t* s_q, float* s_scale) {
     // 448 / amax in fp32, capped at 2^126 so that a row of tiny values (amax under 448 /
     // FLT_MAX: bf16 subnormals) keeps finite codes; the scale back is 1 / inv. The oracle
     // rounds the same way (core/fp8_rounding.h).
-    const float inv = amax > 0.f ? fminf(__fdiv_rn(448.f, amax), 0x1p126f) : 1.f;
+    const float inv = amax > 0.f ? fminf(__fdiv_rn(kE4M3Max, amax), kFastQInvCap) : 1.f;
     __syncwarp();  // every lane has read the row
 #pragma unroll
     for (int k = 0; k < kPairs; ++k)

@@ -4,12 +4,14 @@
 // that request's KV sequence. The chunk streams through a V::kStages-deep pipeline of
 // V::kTokens-token tiles (cp.async, or cp.async.bulk for V::kBulk); each tile is read once
 // and used by all rows of the CTA:
-//   1. S = Q K^T (qk_partial): warp (kgroup, sub) multiplies its register-resident 144-deep
+//   1. S = Q K^T (qk_partial; in fast mode, e4m3 products, qk_partial_e4m3 of fp8_ops.cuh):
+//      warp (kgroup, sub) multiplies its register-resident 144-deep
 //      Q slice (at most 32 rows) with its tokens; the 4 k-group partials meet in shared
 //      memory (s_red).
 //   2. Online softmax (softmax_tile, fp32, log2 units), with the ancestor mask only in tiles
 //      that reach the tree region.
-//   3. O += P V (pv_tile): in 64-row CTAs of 32-token tiles (V::kHalves) warp w owns 128
+//   3. O += P V (pv_tile; pv_tile_e4m3 in fast mode): in 64-row CTAs of 32-token tiles (V::kHalves)
+//   warp w owns 128
 //      output columns of the 32 rows of its half (warps 0-3: rows 0-31), otherwise 64 columns
 //      of every row; V is the first 512 columns of the same KV tile.
 // The variant's schedule orders these steps: halves_loop, overlap_loop or in_order_loop
@@ -32,7 +34,7 @@ namespace treeverify::cuda::mma {
 // (verify_cta), each called with the tile's index in the chunk:
 //   load        copies of the tile (and page-table entries ahead): one cp.async group
 //   wait_bulk   V::kBulk: wait for the tile's stage mbarrier
-//   dequantize  e4m3: this warp widens the rows of the tile it copied
+//   dequantize  e4m3 exact mode: this warp widens the rows of the tile it copied
 //   qk          S = Q K^T of the tile: the k-group partials into s_red
 //   softmax     online softmax of the tile: P, the rescale alpha
 //   pv          O += P V of the tile
@@ -215,6 +217,8 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   // Q's fragments in registers for the whole chunk: 16-bit, or in fast mode e4m3 codes with
   // each row's scale in s_lse (free until the epilogue), applied by the softmax.
   std::conditional_t<kFast, QFragsE4M3<V>, uint32_t[V::kQKMTiles][kKSteps][4]> qf;
+  // After Q has landed and a barrier: fast mode rounds it to e4m3 in place (its row scales to
+  // s_lse) and publishes that with a barrier of its own; then each warp loads its fragments.
   auto load_q_fragments = [&] {
     if constexpr (kFast) {
       quantize_q<T, V>(smem + V::kQOffset, s_lse);
@@ -294,7 +298,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   __syncthreads();  // every warp is past its last read of s_alpha, which the epilogue reuses
   // O's factor: kv_scale (V's values are kv_scale times the codes), over 448 in fast mode.
   float v_scale = score_scale;
-  if constexpr (kFast) v_scale = __ldg(p.kv_scale) * (1.f / 448.f);
+  if constexpr (kFast) v_scale = __ldg(p.kv_scale) * (1.f / kE4M3Max);
   epilogue<T, V, kE4M3, kFast>(p, w, st, s_alpha, s_lse, o, v_scale);
   __syncthreads();  // the epilogue's stores and its NaN rows in s_lse
   recompute_nan_rows<T, V, kE4M3>(p, smem, s_lse);

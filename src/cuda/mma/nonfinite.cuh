@@ -1,12 +1,16 @@
-// The non-finite policy (verify.h) where the kernel's fast path cannot keep it by itself.
+// The non-finite policy (verify.h) where the kernel's main loop cannot keep it by itself.
 //
-// A tree token is masked for some rows of a CTA and seen by others, and the fast path still
+// A tree token is masked for some rows of a CTA and seen by others, and the main loop still
 // multiplies a masked row's P = 0 by the token's V inside the mma, where 0 x NaN = NaN: a NaN
 // or an infinity in a tree token's V turns rows NaN that cannot see it. The epilogue marks
 // every row that ends with a non-finite value (lse NaN in shared memory), and the CTA then
 // recomputes each marked row here, one warp a row, in fp32 over only the tokens the row
 // sees; the row ends NaN, as a whole, iff its q or one of those tokens holds a non-finite
 // value. A prefix token is seen by every row, so there the recomputation only confirms NaN.
+// In e4m3 fast mode the recomputation is exact (16-bit q, unrounded p), not fast: a row it
+// saves from a masked token's NaN differs from its fast result within fast mode's error
+// (verify.h, Precision::kFast). Rounding q and p here as quantize_q and the tiles' running
+// maxima do would close that gap.
 // Only an engine that wrote NaN or infinity into its cache or queries takes this path: it is
 // written to be plain, not fast, and the main loop has no code for it.
 //
@@ -72,7 +76,7 @@ __device__ __forceinline__ void recompute_row(const VerifyKernelParams& p, const
     }
     for (int off = 16; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
     const float s = dot * p.scale_log2;
-    if (s == -INFINITY) continue;  // weighs 0, as in the fast path (verify.h)
+    if (s == -INFINITY) continue;  // weighs 0, as in the main loop (verify.h)
     const float m_new = fmaxf(m, s);
     const float alpha = exp2f(m - m_new), pr = exp2f(s - m_new);  // alpha = 0 while m = -inf
     l = l * alpha + pr;

@@ -386,12 +386,12 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
   st.l = st.l * alpha + sum;
   st.m = m_new;
   if constexpr (kFast) {
-    static_assert(kP8Stride * V::kRows <= V::kPStride * 2 * V::kRows && V::kTokens <= 32);
+    static_assert(kP8Stride <= 2 * V::kPStride && V::kTokens <= 32);  // P's 16-bit region
     uint8_t* p8 = reinterpret_cast<uint8_t*>(s_p) + row * kP8Stride;
 #pragma unroll
     for (int j = 0; j < kN; j += 2)
       *reinterpret_cast<uint16_t*>(p8 + p8_offset(col + j)) =
-          pack_e4m3x2(pr[j] * 448.f, pr[j + 1] * 448.f);
+          pack_e4m3x2(pr[j] * kE4M3Max, pr[j + 1] * kE4M3Max);
   } else {
 #pragma unroll
     for (int j = 0; j < kN; j += 2)
