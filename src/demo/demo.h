@@ -8,6 +8,8 @@
 //                (page_size 1) makes the accepted rows the next prefix;
 //   greedy       plain decoding, one token per step, through treeverify with T = 1;
 //   dense        plain decoding with the dense float64 attention (kv_store.h), optional.
+// The KV cache is 16-bit or e4m3 (kv_format), the same for all three paths and the drafter; an
+// e4m3 cache gets a fixed kv_scale a layer from a bound on the model's KV values.
 // Used by tests/cpu/test_demo.cpp and `treeverify demo`.
 #pragma once
 
@@ -42,8 +44,17 @@ struct DemoOptions {
   float draft_noise = 0.1f;             // drafter = target + noise * init-scaled N(0, 1)
   bool check_dense = true;              // also decode with the dense float64 attention
   // CPU backends: round softmax probabilities to the 16-bit type before P.V as the GPU kernel
-  // does, to rehearse the GPU's numerics (PlanOptions::round_p).
+  // does, to rehearse the GPU's numerics (PlanOptions::round_p). With cpu-reference and
+  // precision fast, Q and P are rounded to e4m3 as the fast kernels round them instead.
   bool round_p = false;
+  // The KV cache of every store: the 16-bit dtype, or e4m3 with one kv_scale a layer.
+  KvFormat kv_format = KvFormat::kSameAsQ;
+  // e4m3 only: the products of every verify call (PlanOptions::precision); fast with a 16-bit
+  // cache is an error.
+  Precision precision = Precision::kExact;
+  // e4m3: kv_scale of every layer; 0 means each model's own, bound / 448 (kv_value_bound), so
+  // no value can saturate. A value past 448 x kv_scale is an error either way.
+  float kv_scale = 0.f;
   ModelConfig model;
   std::function<void(const StepReport&)> on_step;  // progress, may be empty
 };
@@ -53,9 +64,17 @@ struct DemoReport {
   std::vector<int32_t> speculative, greedy, dense;  // generated tokens (dense: if checked)
   int32_t steps = 0;                                // speculative steps (target passes)
   double acceptance_length = 0;                     // tokens per speculative step
-  std::string backend;  // backend and kernel of the target's verify calls
-  // Equality: speculative == greedy, and greedy == dense when checked.
+  std::string backend;  // backend, kernel, KV format and precision of the target's verify calls
+  // e4m3: the target's kv_scale per layer, and the largest |value| / kv_scale it stored (at
+  // most 448: how much of e4m3's range the scale leaves unused).
+  std::vector<float> kv_scale;
+  float kv_peak = 0.f;
+  // Equality: speculative == greedy, and greedy == dense when checked and dense_required.
   bool greedy_equal = false, dense_equal = false, passed = false;
+  // Whether dense computes the same attention as the verify calls (up to float64): not when
+  // they round Q and P as precision fast does (KvStore::precision); then dense_equal and
+  // max_logit_diff_dense only say how far fast moved the tokens and logits from exact.
+  bool dense_required = true;
   // Where the first disagreement is (index into the generated tokens, -1 if none), and the
   // greedy path's top-1 minus top-2 logit there: a tiny margin means a near-tie flipped by
   // rounding, a large one a real bug.

@@ -1,5 +1,9 @@
 // DenseKvStore: attention written from the definition (docs/DESIGN.md section 2) over a contiguous
-// sequence, in float64: the independent path the treeverify paths are checked against.
+// sequence, in float64: the independent path the treeverify paths are checked against. It keeps
+// each KV value as the double the attention sees: the 16-bit value, or with an e4m3 cache the
+// code's value times kv_scale (quantized by the same quantize_e4m3 as the paged store).
+// It never rounds Q or P: against precision fast (which does) it is exact attention on the same
+// cache, not the same computation, and demo.cpp does not require equal tokens then.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,7 +19,7 @@ namespace {
 class DenseKvStore final : public KvStore {
  public:
   explicit DenseKvStore(const StoreOptions& o)
-      : o_(o), rows_(o.layers, std::vector<uint16_t>(static_cast<size_t>(o.capacity) * kQKDim)) {}
+      : o_(o), rows_(o.layers, std::vector<double>(static_cast<size_t>(o.capacity) * kQKDim)) {}
 
   int32_t length() const override { return length_; }
 
@@ -28,8 +32,19 @@ class DenseKvStore final : public KvStore {
   }
 
   Status write_rows(int32_t layer, std::span<const uint16_t> rows) override {
-    std::copy(rows.begin(), rows.end(),
-              rows_[layer].begin() + static_cast<size_t>(length_) * kQKDim);
+    double* dst = &rows_[layer][static_cast<size_t>(length_) * kQKDim];
+    if (o_.kv_format != KvFormat::kE4M3) {
+      for (size_t i = 0; i < rows.size(); ++i) dst[i] = half_to_float(o_.dtype, rows[i]);
+      return Status::Ok();
+    }
+    TV_REQUIRE(o_.kv_scale.size() == static_cast<size_t>(o_.layers), "kv_scale",
+               "{} scales for {} layers", o_.kv_scale.size(), o_.layers);
+    codes_.resize(rows.size());
+    TV_RETURN_IF_ERROR(quantize_e4m3(o_.dtype, rows, o_.kv_scale[layer], codes_, &kv_peak_));
+    // Dequantized in float64 as the oracle does (src/cpu/cpu_util.h), so the two agree bit for
+    // bit on the same cache.
+    const double scale = o_.kv_scale[layer];
+    for (size_t i = 0; i < rows.size(); ++i) dst[i] = e4m3_to_float(codes_[i]) * scale;
     return Status::Ok();
   }
 
@@ -51,10 +66,9 @@ class DenseKvStore final : public KvStore {
         p.resize(seen.size());
         double m = -INFINITY;
         for (size_t s = 0; s < seen.size(); ++s) {
-          const uint16_t* k = row(layer, seen[s]);
+          const double* k = row(layer, seen[s]);
           double dot = 0.0;
-          for (int32_t c = 0; c < kQKDim; ++c)
-            dot += static_cast<double>(qf[c]) * half_to_float(o_.dtype, k[c]);
+          for (int32_t c = 0; c < kQKDim; ++c) dot += static_cast<double>(qf[c]) * k[c];
           p[s] = dot * o_.softmax_scale;
           m = std::max(m, p[s]);
         }
@@ -63,8 +77,8 @@ class DenseKvStore final : public KvStore {
         for (size_t s = 0; s < seen.size(); ++s) {
           p[s] = std::exp(p[s] - m);
           sum += p[s];
-          const uint16_t* v = row(layer, seen[s]);
-          for (int32_t c = 0; c < kLatentDim; ++c) acc[c] += p[s] * half_to_float(o_.dtype, v[c]);
+          const double* v = row(layer, seen[s]);
+          for (int32_t c = 0; c < kLatentDim; ++c) acc[c] += p[s] * v[c];
         }
         uint16_t* o = &out[(static_cast<size_t>(i) * o_.heads + h) * kLatentDim];
         for (int32_t c = 0; c < kLatentDim; ++c)
@@ -80,7 +94,7 @@ class DenseKvStore final : public KvStore {
       for (size_t k = 0; k < path.size(); ++k) {
         if (path[k] == static_cast<int32_t>(k)) continue;
         std::memcpy(&layer[(length_ + k) * kQKDim], &layer[(length_ + path[k]) * size_t{kQKDim}],
-                    kQKDim * sizeof(uint16_t));
+                    kQKDim * sizeof(double));
       }
     }
     length_ += static_cast<int32_t>(path.size());
@@ -94,14 +108,17 @@ class DenseKvStore final : public KvStore {
   }
 
   std::string describe() const override { return "dense float64 attention"; }
+  float kv_peak() const override { return kv_peak_; }
 
  private:
-  const uint16_t* row(int32_t layer, int32_t pos) const {
+  const double* row(int32_t layer, int32_t pos) const {
     return &rows_[layer][static_cast<size_t>(pos) * kQKDim];
   }
 
   StoreOptions o_;
-  std::vector<std::vector<uint16_t>> rows_;  // [layers][capacity * 576]
+  std::vector<std::vector<double>> rows_;  // [layers][capacity * 576], the values attended to
+  std::vector<uint8_t> codes_;             // e4m3: one layer's rows, quantized
+  float kv_peak_ = 0.f;
   std::vector<int32_t> parents_;
   int32_t length_ = 0;
 };

@@ -66,6 +66,42 @@ void rope(float* x, int32_t pos, float base) {
 
 }  // namespace
 
+std::vector<float> kv_value_bound(const Weights& w) {
+  // A KV row is [RMSNorm(h W_DKV) | RoPE(h W_KR)] (forward). RMSNorm's x_i / rms(x) is at most
+  // sqrt(n) in magnitude (x_i^2 <= sum x^2), so a latent value is at most sqrt(512) max|gain|,
+  // and h = RMSNorm(x) has ||h|| <= sqrt(hidden) max|gain|. A rope pair (k_i, k_i+32) is
+  // rotated, so each of its values is at most its norm, which Cauchy-Schwarz bounds by
+  // ||h|| sqrt(||W_KR[:, i]||^2 + ||W_KR[:, i+32]||^2). The margin covers the 16-bit rounding
+  // of the stored value (bf16: 2^-8 relative) and float32's in the norms and products (~1e-5).
+  // The bound is loose (about 30 where values reach ~5) but that costs e4m3 almost nothing:
+  // its relative step is the same 2^-4 across its normal range, which spans 2^-6 .. 448.
+  constexpr double kMargin = 1.03;
+  auto max_abs = [](const std::vector<float>& v) {
+    double m = 0;
+    for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
+    return m;
+  };
+  const int32_t hd = w.config.hidden;
+  std::vector<float> bound;
+  for (const LayerWeights& lw : w.layers) {
+    const double latent = std::sqrt(double{kLatentDim}) * max_abs(lw.kv_norm);
+    double pair = 0;  // the largest sqrt(||W_KR[:, i]||^2 + ||W_KR[:, i+32]||^2)
+    for (int32_t i = 0; i < kRopeDim / 2; ++i) {
+      double ss = 0;
+      for (int32_t r = 0; r < hd; ++r) {
+        for (int32_t c : {i, i + kRopeDim / 2}) {
+          const double x = lw.w_kr[static_cast<size_t>(r) * kRopeDim + c];
+          ss += x * x;
+        }
+      }
+      pair = std::max(pair, std::sqrt(ss));
+    }
+    const double rope_key = std::sqrt(static_cast<double>(hd)) * max_abs(lw.attn_norm) * pair;
+    bound.push_back(static_cast<float>(kMargin * std::max(latent, rope_key)));
+  }
+  return bound;
+}
+
 float softmax_scale(const ModelConfig& c) {
   return 1.f / std::sqrt(static_cast<float>(c.nope_dim + kRopeDim));
 }

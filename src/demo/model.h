@@ -57,6 +57,11 @@ Weights make_weights(const ModelConfig& config, uint64_t seed);
 // w + noise * N(0, 1) * (the tensor's init scale): the drafter, close to the target.
 Weights perturb(const Weights& w, float noise, uint64_t seed);
 
+// A bound on |value| of every KV row `forward` can write in each layer, [layers], from the
+// weights alone, so an e4m3 cache can take a fixed per-layer kv_scale = bound / 448 before any
+// token is decoded and never saturate (model.cpp derives it).
+std::vector<float> kv_value_bound(const Weights& w);
+
 // The softmax scale of absorbed MLA: 1 / sqrt(nope_dim + 64), the width of q.k before
 // absorption (DeepSeek-V3's qk_head_dim).
 float softmax_scale(const ModelConfig& config);

@@ -14,7 +14,6 @@
 namespace treeverify::demo {
 namespace {
 
-constexpr size_t kRowBytes = kQKDim * sizeof(uint16_t);
 // Pool pages no request ever owns, so page ids are not simply 0 .. n-1 of the request.
 constexpr int32_t kSparePages = 3;
 
@@ -29,19 +28,29 @@ class PagedKvStore final : public KvStore {
   Status init(const StoreOptions& o) {
     o_ = o;
     device_ = o.plan.backend == Backend::kCudaMma;
+    e4m3_ = o.kv_format == KvFormat::kE4M3;
+    row_bytes_ = kv_row_bytes(o.kv_format, o.dtype);
+    if (e4m3_) {
+      TV_REQUIRE(o.kv_scale.size() == static_cast<size_t>(o.layers), "kv_scale",
+                 "{} scales for {} layers", o.kv_scale.size(), o.layers);
+      // Device: one float a layer, and run() reads the layer's (VerifyTensors::kv_scale).
+      if (device_) TV_RETURN_IF_ERROR(upload(&d_kv_scale_, o.kv_scale));
+    }
     const int32_t ps = o.page_size;
     num_pages_ = (o.capacity + ps - 1) / ps + kSparePages;
     free_pages_.resize(num_pages_);
     std::iota(free_pages_.begin(), free_pages_.end(), 0);
     std::mt19937_64 rng(o.seed);
     std::shuffle(free_pages_.begin(), free_pages_.end(), rng);
-    const size_t pool_elems = static_cast<size_t>(num_pages_) * ps * kQKDim;
+    const size_t pool_rows = static_cast<size_t>(num_pages_) * ps;
     for (int32_t l = 0; l < o.layers; ++l) {
       if (device_) {
         device_pools_.push_back(std::make_unique<DeviceBuffer>());
-        TV_RETURN_IF_ERROR(device_pools_.back()->reserve(pool_elems * sizeof(uint16_t)));
+        TV_RETURN_IF_ERROR(device_pools_.back()->reserve(pool_rows * row_bytes_));
+      } else if (e4m3_) {
+        host_pools8_.emplace_back(pool_rows * kQKDim);
       } else {
-        host_pools_.emplace_back(pool_elems);
+        host_pools_.emplace_back(pool_rows * kQKDim);
       }
     }
     return Status::Ok();
@@ -63,6 +72,7 @@ class PagedKvStore final : public KvStore {
                                 .page_size = o_.page_size,
                                 .num_pages = num_pages_,
                                 .dtype = o_.dtype,
+                                .kv_format = o_.kv_format,
                                 .softmax_scale = o_.softmax_scale,
                                 .qo_indptr = qo_.data(),
                                 .kv_len = kv_len_.data(),
@@ -82,13 +92,21 @@ class PagedKvStore final : public KvStore {
   }
 
   Status write_rows(int32_t layer, std::span<const uint16_t> rows) override {
+    const void* src = rows.data();
+    if (e4m3_) {
+      codes_.resize(rows.size());
+      TV_RETURN_IF_ERROR(quantize_e4m3(o_.dtype, rows, o_.kv_scale[layer], codes_, &kv_peak_));
+      src = codes_.data();
+    }
     for (size_t i = 0; i * kQKDim < rows.size(); ++i) {
       const size_t row = row_index(length_ + static_cast<int32_t>(i));
+      const char* from = static_cast<const char*>(src) + i * row_bytes_;
       if (device_) {
-        TV_RETURN_IF_ERROR(
-            device_pools_[layer]->upload(&rows[i * kQKDim], kRowBytes, row * kRowBytes));
+        TV_RETURN_IF_ERROR(device_pools_[layer]->upload(from, row_bytes_, row * row_bytes_));
+      } else if (e4m3_) {
+        std::memcpy(&host_pools8_[layer][row * kQKDim], from, row_bytes_);
       } else {
-        std::memcpy(&host_pools_[layer][row * kQKDim], &rows[i * kQKDim], kRowBytes);
+        std::memcpy(&host_pools_[layer][row * kQKDim], from, row_bytes_);
       }
     }
     return Status::Ok();
@@ -97,7 +115,9 @@ class PagedKvStore final : public KvStore {
   Status attend(int32_t layer, std::span<const uint16_t> q, std::span<uint16_t> out) override {
     if (!device_) {
       const VerifyTensors t{.q = q.data(),
-                            .kv_cache = host_pools_[layer].data(),
+                            .kv_cache = e4m3_ ? static_cast<const void*>(host_pools8_[layer].data())
+                                              : host_pools_[layer].data(),
+                            .kv_scale = e4m3_ ? &o_.kv_scale[layer] : nullptr,
                             .qo_indptr = qo_.data(),
                             .kv_len = kv_len_.data(),
                             .kv_page_indptr = page_indptr_.data(),
@@ -111,6 +131,7 @@ class PagedKvStore final : public KvStore {
     TV_RETURN_IF_ERROR(d_out_.reserve(out.size_bytes()));
     const VerifyTensors t{.q = d_q_.get(),
                           .kv_cache = device_pools_[layer]->get(),
+                          .kv_scale = e4m3_ ? d_kv_scale_.as<float>() + layer : nullptr,
                           .qo_indptr = d_qo_.as<int32_t>(),
                           .kv_len = d_kv_len_.as<int32_t>(),
                           .kv_page_indptr = d_page_indptr_.as<int32_t>(),
@@ -134,13 +155,15 @@ class PagedKvStore final : public KvStore {
       length_ = res.kv_len[0];
       return Status::Ok();
     }
+    // e4m3 rows move as their 576 bytes; the commit never reads kv_scale (it is per layer).
     PagedKvCommit args{.page_size = o_.page_size,
                        .kv_cache = {},
                        .kv_page_indptr = page_indptr_,
                        .kv_page_indices = pages_,
                        .kv_len = kv_len_,
                        .qo_indptr = qo_,
-                       .parents = parents_};
+                       .parents = parents_,
+                       .kv_format = o_.kv_format};
     std::vector<int32_t> new_len;
     if (device_) {
       TV_RETURN_IF_ERROR(upload(&d_acc_indptr_, acc.indptr));
@@ -158,7 +181,11 @@ class PagedKvStore final : public KvStore {
                                       .accepted_nodes = d_acc_nodes_.as<int32_t>()};
         TV_RETURN_IF_ERROR(commit_kv_paged_cuda(args, acc, dev, &new_len));
       } else {
-        args.kv_cache = host_pools_[l];
+        if (e4m3_) {
+          args.kv_cache_e4m3 = host_pools8_[l];
+        } else {
+          args.kv_cache = host_pools_[l];
+        }
         TV_RETURN_IF_ERROR(commit_kv_paged(args, acc, &new_len));
       }
     }
@@ -174,8 +201,20 @@ class PagedKvStore final : public KvStore {
   }
 
   std::string describe() const override {
-    return fmt::format("{} ({})", backend_name(plan_.backend), plan_.kernel);
+    std::string s =
+        fmt::format("{} ({}), {} KV cache, precision {}", backend_name(plan_.backend), plan_.kernel,
+                    e4m3_ ? "e4m3" : dtype_name(o_.dtype), precision_name(precision()));
+    // Fast asked and exact computed: the plan says why (cpu-fast, GPUs without FP8 products).
+    if (precision() != o_.plan.precision) s += fmt::format(" ({})", plan_.reason);
+    return s;
   }
+
+  Precision precision() const override {
+    const bool rounds = plan_.backend != Backend::kCpuReference || plan_.options.round_p;
+    return rounds ? plan_.precision : Precision::kExact;
+  }
+
+  float kv_peak() const override { return kv_peak_; }
 
  private:
   size_t row_index(int32_t pos) const {
@@ -197,9 +236,13 @@ class PagedKvStore final : public KvStore {
   }
 
   StoreOptions o_;
-  bool device_ = false;
+  bool device_ = false, e4m3_ = false;
+  size_t row_bytes_ = 0;  // 1152 (16-bit) or 576 (e4m3)
   int64_t num_pages_ = 0;
-  std::vector<std::vector<uint16_t>> host_pools_;            // per layer, CPU backends
+  float kv_peak_ = 0.f;
+  std::vector<uint8_t> codes_;                               // e4m3: one layer's rows, quantized
+  std::vector<std::vector<uint16_t>> host_pools_;            // per layer, CPU backends, 16-bit
+  std::vector<std::vector<uint8_t>> host_pools8_;            // per layer, CPU backends, e4m3
   std::vector<std::unique_ptr<DeviceBuffer>> device_pools_;  // per layer, cuda-mma
   std::vector<int32_t> free_pages_;  // the pool's free pages (slots for page_size 1)
   std::vector<int32_t> pages_;       // the request's pages in order
@@ -208,7 +251,7 @@ class PagedKvStore final : public KvStore {
   std::vector<int32_t> parents_, qo_, kv_len_, page_indptr_;
   Plan plan_;
   DeviceBuffer d_qo_, d_kv_len_, d_page_indptr_, d_pages_, d_parents_, d_q_, d_out_, d_workspace_,
-      d_acc_indptr_, d_acc_nodes_;
+      d_acc_indptr_, d_acc_nodes_, d_kv_scale_;
 };
 
 }  // namespace
