@@ -145,7 +145,7 @@ int32_t compare(const std::vector<int32_t>& a, const std::vector<float>& rows_a,
 // costs nothing but the few values that fall below the normals (|v| < 2^-6 kv_scale).
 std::vector<float> layer_kv_scales(const Weights& w, float override_scale) {
   std::vector<float> s = kv_value_bound(w);
-  for (float& x : s) x = override_scale > 0.f ? override_scale : x / detail::kE4m3Max;
+  for (float& x : s) x = override_scale > 0.f ? override_scale : x / cuda::kE4M3Max;
   return s;
 }
 

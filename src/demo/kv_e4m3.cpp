@@ -18,9 +18,9 @@ Status quantize_e4m3(DType dtype, std::span<const uint16_t> rows, float kv_scale
     // A float32 division, as the repository's e4m3 test cases quantize (src/testing/cases.cpp).
     const float value = half_to_float(dtype, rows[i]) / kv_scale;
     const float magnitude = std::fabs(value);
-    TV_REQUIRE(magnitude <= detail::kE4m3Max, "kv_scale",
+    TV_REQUIRE(magnitude <= cuda::kE4M3Max, "kv_scale",
                "{}: KV value {} (column {}) is {} x kv_scale, which would saturate at {}", kv_scale,
-               half_to_float(dtype, rows[i]), i % kQKDim, magnitude, detail::kE4m3Max);
+               half_to_float(dtype, rows[i]), i % kQKDim, magnitude, cuda::kE4M3Max);
     *peak = std::max(*peak, magnitude);
     codes[i] = float_to_e4m3(value);
   }
