@@ -162,6 +162,27 @@ inline void print_exact_accuracy(const HostCase& host, const std::string& what,
                  what);
 }
 
+// `spec` (16-bit or e4m3 exact) on plain data and with outlier channels (add_outlier_channels),
+// under each tile table, fresh seeds: checked against the oracle that rounds P like the
+// kernel (outliers: kOutlierLseAbsTol), with the error against exact attention printed.
+inline void check_plain_and_outliers(const CaseSpec& spec) {
+  for (int arch : tile_configs().archs) {
+    for (bool outliers : {false, true}) {
+      CaseSpec s = spec;
+      s.name = fmt::format("{} config {}", outliers ? "outliers" : "plain", arch);
+      s.seed = fresh_seed();
+      HostCase host = make_case(s);
+      if (outliers) add_outlier_channels(host);
+      PlanOptions o;
+      o.force_config_arch = arch;
+      const GpuResult gpu = run_on_gpu(host, o);
+      const std::string what = fmt::format("{} seed {}", s.name, s.seed);
+      expect_close_to_oracle(host, what, gpu, outliers ? kOutlierLseAbsTol : kLseAbsTol);
+      print_exact_accuracy(host, what, gpu);
+    }
+  }
+}
+
 // Runs on the GPU and checks against the oracle that rounds P like the kernel does.
 inline void expect_matches_oracle(const CaseSpec& spec, const PlanOptions& options = {}) {
   const HostCase host = make_case(spec);

@@ -74,20 +74,7 @@ TEST(GpuE4M3, PagesTreesAndBatches) {
 // attention is printed beside fast mode's (test_fast_gpu.cpp).
 TEST(GpuE4M3, OutlierChannels) {
   TV_SKIP_WITHOUT_GPU();
-  for (int arch : tile_configs().archs) {
-    for (bool outliers : {false, true}) {
-      HostCase host =
-          make_case(e4m3_spec(fmt::format("{} config {}", outliers ? "outliers" : "plain", arch),
-                              16, {16}, {20000}, 64));
-      if (outliers) add_outlier_channels(host);
-      PlanOptions o;
-      o.force_config_arch = arch;
-      const GpuResult gpu = run_on_gpu(host, o);
-      const std::string what = fmt::format("{} seed {}", host.spec.name, host.spec.seed);
-      expect_close_to_oracle(host, what, gpu, outliers ? kOutlierLseAbsTol : kLseAbsTol);
-      print_exact_accuracy(host, what, gpu);
-    }
-  }
+  check_plain_and_outliers(e4m3_spec("", 16, {16}, {20000}, 64));
   TV_SKIP_IF_TABLES_MISSING();
 }
 

@@ -116,18 +116,7 @@ __device__ __forceinline__ void qk_partial_e4m3(uint32_t stage, const QFragsE4M3
       mma_e4m3_16816(acc[mt][0], qf.k16[mt], kt[0]);
       mma_e4m3_16816(acc[mt][1], qf.k16[mt], kt[1]);
     }
-#pragma unroll
-    for (int mt = 0; mt < V::kQKMTiles; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int row = row0 + mt * 16 + lane / 4;
-        const int col = tok_base + nt * 8 + 2 * (lane % 4);
-        float* dst = s_red + (kgroup * V::kRows + row) * V::kRedStride + col;
-        *reinterpret_cast<float2*>(dst) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
-        *reinterpret_cast<float2*>(dst + 8 * V::kRedStride) =
-            make_float2(acc[mt][nt][2], acc[mt][nt][3]);
-      }
-    }
+    store_partial_scores<V>(acc, s_red, kgroup, row0, tok_base);
   }
 }
 

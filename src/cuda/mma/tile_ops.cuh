@@ -254,6 +254,27 @@ __device__ __forceinline__ void q_fragments(uint32_t buf, int kgroup, int rgroup
   }
 }
 
+// Stores one 16-token pass of a warp's partial scores (mma accumulators of its m-tiles, rows
+// from row0, tokens from tok_base) into its k-group's slice of s_red.
+template <typename V>
+__device__ __forceinline__ void store_partial_scores(const float (&acc)[V::kQKMTiles][2][4],
+                                                     float* s_red, int kgroup, int row0,
+                                                     int tok_base) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int mt = 0; mt < V::kQKMTiles; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int row = row0 + mt * 16 + lane / 4;
+      const int col = tok_base + nt * 8 + 2 * (lane % 4);
+      float* dst = s_red + (kgroup * V::kRows + row) * V::kRedStride + col;
+      *reinterpret_cast<float2*>(dst) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
+      *reinterpret_cast<float2*>(dst + 8 * V::kRedStride) =
+          make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+    }
+  }
+}
+
 // Partial scores of this warp's k-slice: its row group against its token group of the tile,
 // 16 tokens a pass, stored in s_red.
 template <typename T, typename V>
@@ -283,18 +304,7 @@ __device__ __forceinline__ void qk_partial(uint32_t stage,
         mma_16816<T>(acc[mt][1], qf[mt][ks], kb[2], kb[3]);
       }
     }
-#pragma unroll
-    for (int mt = 0; mt < V::kQKMTiles; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int row = row0 + mt * 16 + lane / 4;
-        const int col = tok_base + nt * 8 + 2 * (lane % 4);
-        float* dst = s_red + (kgroup * V::kRows + row) * V::kRedStride + col;
-        *reinterpret_cast<float2*>(dst) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
-        *reinterpret_cast<float2*>(dst + 8 * V::kRedStride) =
-            make_float2(acc[mt][nt][2], acc[mt][nt][3]);
-      }
-    }
+    store_partial_scores<V>(acc, s_red, kgroup, row0, tok_base);
   }
 }
 
