@@ -34,26 +34,8 @@ inline constexpr double kOutlierLseTol = 6.0;
 // The tables with native e4m3 products that this build and device can run (forced); a test
 // that runs them ends skipped, after the rest, when one is missing. sm_89's table has sm_120's
 // variants, so beyond EveryVariantAndDtype the tests run the first one only.
-struct FastTables {
-  std::vector<int> archs;
-  std::string missing;
-};
-inline const FastTables& fast_tables() {
-  static const FastTables t = [] {
-    FastTables f;
-    DeviceInfo device;
-    const int ordinal = detail::cuda_current_device();
-    const Status ds = detail::cuda_device_info(ordinal < 0 ? 0 : ordinal, &device);
-    for (int arch : {120, 89}) {
-      const Status s = ds.ok() ? detail::cuda_config_runnable(arch, device) : ds;
-      if (s.ok())
-        f.archs.push_back(arch);
-      else
-        f.missing += fmt::format("{}sm_{} table not run: {}", f.missing.empty() ? "" : "; ", arch,
-                                 s.message());
-    }
-    return f;
-  }();
+inline const TileConfigs& fast_tables() {
+  static const TileConfigs t = runnable_tables({120, 89});
   return t;
 }
 

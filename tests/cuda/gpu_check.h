@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <initializer_list>
 #include <random>
 #include <string>
 
@@ -35,20 +36,27 @@ struct TileConfigs {
   std::vector<int> archs;
   std::string missing;
 };
+// The tables of `archs` that this build and the current device can run forced
+// (cuda_config_runnable), and why each other one cannot.
+inline TileConfigs runnable_tables(std::initializer_list<int> archs) {
+  TileConfigs c;
+  DeviceInfo device;
+  const int ordinal = detail::cuda_current_device();
+  const Status ds = detail::cuda_device_info(ordinal < 0 ? 0 : ordinal, &device);
+  for (int arch : archs) {
+    const Status s = ds.ok() ? detail::cuda_config_runnable(arch, device) : ds;
+    if (s.ok())
+      c.archs.push_back(arch);
+    else
+      c.missing += fmt::format("{}sm_{} table not run: {}", c.missing.empty() ? "" : "; ", arch,
+                               s.message());
+  }
+  return c;
+}
 inline const TileConfigs& tile_configs() {
   static const TileConfigs configs = [] {
-    TileConfigs c{.archs = {0}, .missing = {}};
-    DeviceInfo device;
-    const int ordinal = detail::cuda_current_device();
-    const Status ds = detail::cuda_device_info(ordinal < 0 ? 0 : ordinal, &device);
-    for (int arch : {80, 120}) {
-      const Status s = ds.ok() ? detail::cuda_config_runnable(arch, device) : ds;
-      if (s.ok())
-        c.archs.push_back(arch);
-      else
-        c.missing += fmt::format("{}sm_{} table not run: {}", c.missing.empty() ? "" : "; ", arch,
-                                 s.message());
-    }
+    TileConfigs c = runnable_tables({80, 120});
+    c.archs.insert(c.archs.begin(), 0);  // the device's own
     return c;
   }();
   return configs;
