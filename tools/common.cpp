@@ -93,13 +93,9 @@ Status resolve_cases(const CaseFlags& f, std::vector<SuiteCase>* cases) {
   if (f.seed) {
     for (SuiteCase& c : out) c.seed = *f.seed;
   }
-  if (f.kv_format == "e4m3") {
-    for (SuiteCase& c : out) c.kv_format = KvFormat::kE4M3;
-  } else if (f.kv_format != "same") {
-    return Status(StatusCode::kInvalidArgument,
-                  fmt::format("unknown --kv-format/--kv-dtype '{}': expected same or e4m3",
-                              f.kv_format));
-  }
+  KvFormat kv_format = KvFormat::kSameAsQ;
+  TV_RETURN_IF_ERROR(parse_kv_format(f.kv_format, &kv_format));
+  for (SuiteCase& c : out) c.kv_format = kv_format;
   *cases = std::move(out);
   return Status::Ok();
 }
@@ -115,6 +111,14 @@ Status build_case(const SuiteCase& c, testing::HostCase* host_case) {
 
 double scale_for_budget(double flops, double budget) {
   return flops <= budget ? 1.0 : budget / flops;
+}
+
+Status parse_kv_format(const std::string& text, KvFormat* format) {
+  if (text != "same" && text != "e4m3")
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("unknown --kv-format/--kv-dtype '{}': expected same or e4m3", text));
+  *format = text == "e4m3" ? KvFormat::kE4M3 : KvFormat::kSameAsQ;
+  return Status::Ok();
 }
 
 Status parse_scale(const std::string& text, std::optional<double>* scale) {

@@ -50,6 +50,8 @@ inline constexpr double kOracleFlopBudget = 2e9;
 double scale_for_budget(double flops, double budget);
 // --scale-l: a factor in (0, 1], or "auto" (returns nullopt); an error for anything else.
 Status parse_scale(const std::string& text, std::optional<double>* scale);
+// --kv-format / --kv-dtype: "same" (the q dtype) or "e4m3"; an error for anything else.
+Status parse_kv_format(const std::string& text, KvFormat* format);
 
 // The plan() options for a backend name, with the round_p the comparison needs (GPU kernels
 // round P to the input dtype, so the oracle and the CPU backends do too).

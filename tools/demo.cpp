@@ -9,6 +9,7 @@
 #include <string>
 
 #include "commands.h"
+#include "common.h"
 
 namespace treeverify::cli {
 namespace {
@@ -38,12 +39,10 @@ int run_demo_command(DemoFlags flags) {
     return kExitError;
   }
   o.model.dtype = flags.dtype == "bf16" ? DType::kBF16 : DType::kFP16;
-  if (flags.kv_format != "same" && flags.kv_format != "e4m3") {
-    fmt::print(stderr, "treeverify demo: --kv-format must be same or e4m3, not '{}'\n",
-               flags.kv_format);
+  if (Status s = parse_kv_format(flags.kv_format, &o.kv_format); !s.ok()) {
+    fmt::print(stderr, "treeverify demo: {}\n", s.to_string());
     return kExitError;
   }
-  o.kv_format = flags.kv_format == "e4m3" ? KvFormat::kE4M3 : KvFormat::kSameAsQ;
   if (Status s = parse_precision(flags.precision, &o.precision); !s.ok()) {
     fmt::print(stderr, "treeverify demo: --precision: {}\n", s.to_string());
     return kExitError;

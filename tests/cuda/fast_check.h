@@ -105,11 +105,8 @@ inline void run_fast_table(const CaseSpec& spec, int chunk_tokens = 0) {
   PlanOptions o;
   o.force_config_arch = fast_tables().archs.front();
   o.force_chunk_tokens = chunk_tokens;
-  CaseSpec fast = spec;
-  fast.name = fmt::format("{} e4m3 fast config {}", spec.name, o.force_config_arch);
-  fast.kv_format = KvFormat::kE4M3;
-  fast.kv_scale = 0.0137f;
-  fast.seed = fresh_seed();
+  const CaseSpec fast =
+      with_e4m3_cache(spec, fmt::format("{} e4m3 fast config {}", spec.name, o.force_config_arch));
   SCOPED_TRACE(fast.name);
   expect_fast_matches(fast, o);
 }

@@ -74,6 +74,27 @@ inline uint64_t fresh_seed() {
   return (static_cast<uint64_t>(rd()) << 32) | rd();
 }
 
+// `spec` with an e4m3 cache of the same values (kv_scale 0.0137: N(0, 1) values well inside
+// e4m3's range), named `name`, on a fresh seed.
+inline CaseSpec with_e4m3_cache(CaseSpec spec, std::string name) {
+  spec.name = std::move(name);
+  spec.kv_format = KvFormat::kE4M3;
+  spec.kv_scale = 0.0137f;
+  spec.seed = fresh_seed();
+  return spec;
+}
+
+// A case with an e4m3 cache (the e4m3 and fast-mode tests).
+inline CaseSpec e4m3_spec(std::string name, int heads, std::vector<int32_t> trees,
+                          std::vector<int64_t> prefixes, int page, DType dtype = DType::kBF16) {
+  return with_e4m3_cache(CaseSpec{.num_heads = heads,
+                                  .tree_sizes = std::move(trees),
+                                  .prefix_lens = std::move(prefixes),
+                                  .page_size = page,
+                                  .dtype = dtype},
+                         std::move(name));
+}
+
 struct GpuResult {
   Plan plan;
   std::vector<uint16_t> out;

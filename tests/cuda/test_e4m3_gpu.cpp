@@ -12,19 +12,6 @@
 namespace treeverify::testing {
 namespace {
 
-CaseSpec e4m3_spec(std::string name, int heads, std::vector<int32_t> trees,
-                   std::vector<int64_t> prefixes, int page, DType dtype = DType::kBF16) {
-  return CaseSpec{.name = std::move(name),
-                  .num_heads = heads,
-                  .tree_sizes = std::move(trees),
-                  .prefix_lens = std::move(prefixes),
-                  .page_size = page,
-                  .dtype = dtype,
-                  .seed = fresh_seed(),
-                  .kv_format = KvFormat::kE4M3,
-                  .kv_scale = 0.0137f};
-}
-
 TEST(GpuE4M3, EveryVariantAndDtype) {
   TV_SKIP_WITHOUT_GPU();
   for (DType dtype : {DType::kBF16, DType::kFP16}) {

@@ -18,21 +18,6 @@
 namespace treeverify::testing {
 namespace {
 
-CaseSpec fast_spec(std::string name, int heads, std::vector<int32_t> trees,
-                   std::vector<int64_t> prefixes, int page, DType dtype = DType::kBF16,
-                   TreeShape shape = TreeShape::kRandom) {
-  return CaseSpec{.name = std::move(name),
-                  .num_heads = heads,
-                  .tree_sizes = std::move(trees),
-                  .prefix_lens = std::move(prefixes),
-                  .page_size = page,
-                  .shape = shape,
-                  .dtype = dtype,
-                  .seed = fresh_seed(),
-                  .kv_format = KvFormat::kE4M3,
-                  .kv_scale = 0.0137f};
-}
-
 TEST(GpuFast, EveryVariantAndDtype) {
   TV_SKIP_WITHOUT_GPU();
   for (DType dtype : {DType::kBF16, DType::kFP16}) {
@@ -43,7 +28,7 @@ TEST(GpuFast, EveryVariantAndDtype) {
           o.force_config_arch = arch;
           o.force_rows_per_cta = rows;
           o.force_chunk_tokens = chunk;
-          const CaseSpec s = fast_spec(
+          const CaseSpec s = e4m3_spec(
               fmt::format("{} rows {} config {} chunk {}", dtype_name(dtype), rows, arch, chunk), 8,
               {9}, {3000}, 16, dtype);
           SCOPED_TRACE(s.name);
@@ -61,7 +46,7 @@ TEST(GpuFast, OutlierChannels) {
   TV_SKIP_WITHOUT_GPU();
   for (int arch : fast_tables().archs) {
     HostCase host =
-        make_case(fast_spec(fmt::format("outliers config {}", arch), 16, {16}, {20000}, 64));
+        make_case(e4m3_spec(fmt::format("outliers config {}", arch), 16, {16}, {20000}, 64));
     add_outlier_channels(host);
     PlanOptions o;
     o.force_config_arch = arch;
@@ -73,7 +58,7 @@ TEST(GpuFast, OutlierChannels) {
 // Run twice on the same inputs: bit-identical outputs (a moving result is a race).
 TEST(GpuFast, Deterministic) {
   TV_SKIP_WITHOUT_GPU();
-  const HostCase host = make_case(fast_spec("determinism", 8, {64}, {150000}, 1));
+  const HostCase host = make_case(e4m3_spec("determinism", 8, {64}, {150000}, 1));
   for (int arch : fast_tables().archs) {
     PlanOptions o;
     o.force_config_arch = arch;
@@ -94,7 +79,7 @@ TEST(GpuFast, DeviceTableRunsFastOnlyWhereNative) {
   DeviceInfo device;
   ASSERT_TRUE(detail::cuda_device_info(std::max(0, detail::cuda_current_device()), &device).ok());
   const int sm = device.cc_major * 10 + device.cc_minor;
-  const HostCase host = make_case(fast_spec("device table", 8, {16}, {5000}, 64));
+  const HostCase host = make_case(e4m3_spec("device table", 8, {16}, {5000}, 64));
   PlanOptions o;
   o.precision = Precision::kFast;
   if (cuda::mma::native_fp8_mma(sm)) {
@@ -114,7 +99,7 @@ TEST(GpuFast, DeviceTableRunsFastOnlyWhereNative) {
 TEST(GpuFast, NanCodeReachesOnlyTheRowsThatSeeIt) {
   TV_SKIP_WITHOUT_GPU();
   for (int arch : fast_tables().archs) {
-    HostCase clean = make_case(fast_spec("nan", 16, {4}, {30}, 64));
+    HostCase clean = make_case(e4m3_spec("nan", 16, {4}, {30}, 64));
     clean.parents = {-1, 0, 1, 1};
     HostCase bad = clean;
     bad.kv8[tvtest::token_offset(bad, 0, 33) + 7] = 0x7f;

@@ -42,11 +42,7 @@ void run_all_configs(const CaseSpec& s, int chunk_tokens = 0) {
   }
   // The same case with an e4m3 cache: exact mode under the device's table, fast mode under
   // sm_120's (issue 12: every case in both).
-  CaseSpec e4m3 = s;
-  e4m3.name = s.name + " e4m3 exact";
-  e4m3.kv_format = KvFormat::kE4M3;
-  e4m3.kv_scale = 0.0137f;
-  e4m3.seed = fresh_seed();
+  const CaseSpec e4m3 = with_e4m3_cache(s, s.name + " e4m3 exact");
   PlanOptions o;
   o.force_chunk_tokens = chunk_tokens;
   SCOPED_TRACE(e4m3.name);
