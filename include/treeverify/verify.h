@@ -105,8 +105,9 @@ struct PlanOptions {
   Backend backend = Backend::kAuto;
   int device = -1;      // CUDA device ordinal; -1 means the current device
   int num_threads = 0;  // CPU backends: 0 means all hardware threads
-  // Round softmax probabilities to the input dtype before P.V, as the GPU kernels do; the
-  // CPU backends use this to compare like with like. Off means P stays in full precision.
+  // Round softmax probabilities to the input dtype before P.V (fp16 with an e4m3 cache in
+  // exact mode, whose products are fp16), as the GPU kernels do; the CPU backends use this to
+  // compare like with like. Off means P stays in full precision.
   // The cpu-reference backend with precision kFast rounds as the fast kernels do instead: Q
   // to e4m3 with its row scale, and P to e4m3 (p x 448).
   bool round_p = false;

@@ -11,6 +11,7 @@
 
 #include "cuda/common/constants.h"  // kE4M3Max, kFastQInvCap: the kernels' constants
 #include "treeverify/half.h"
+#include "treeverify/verify.h"
 
 namespace treeverify::detail {
 
@@ -56,6 +57,13 @@ inline void round_q_row_fast(double* q, int n) {
 // unrounded p's, here and in the kernels.
 inline double round_p_fast(double p) {
   return e4m3_to_float(float_to_e4m3(static_cast<float>(p) * kE4M3Max)) / double{kE4M3Max};
+}
+
+// The type round_p rounds P to for exact products, as the GPU kernels feed P to them: the
+// input dtype, or fp16 with an e4m3 cache (exact mode's products are fp16: every e4m3 value
+// is an fp16 value, and Q is brought to fp16 by a power of two a row; cuda/mma/fp8_ops.cuh).
+inline DType p_round_dtype(const Plan& plan) {
+  return plan.kv_format == KvFormat::kE4M3 ? DType::kFP16 : plan.dtype;
 }
 
 }  // namespace treeverify::detail

@@ -10,7 +10,7 @@ namespace treeverify::detail {
 
 // Exact attention in float64 (docs/DESIGN.md section 7): out [total_q, H, 512] and natural-log lse
 // [total_q, H], for tests and `treeverify check` to compare any backend against. With round_p,
-// probabilities are rounded to the input dtype before P.V, like the GPU kernels; with round_p
+// probabilities are rounded to the type the GPU kernels' P.V takes (p_round_dtype); with round_p
 // and plan.precision kFast (e4m3 caches), Q and P are rounded to e4m3 as the fast kernels
 // round them instead (core/fp8_rounding.h).
 struct ReferenceResult {

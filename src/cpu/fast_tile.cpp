@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "core/fp8_rounding.h"
 #include "treeverify/half.h"
 #include "treeverify/tree.h"
 
@@ -105,7 +106,7 @@ void softmax_update(const Plan& plan, int32_t rows, int32_t n, float* s, RowStat
     for (int32_t j = 0; j < n; ++j) {
       const float p = std::exp(sr[j] - m_new);
       sum += p;
-      sr[j] = plan.options.round_p ? round_to(plan.dtype, p) : p;
+      sr[j] = plan.options.round_p ? round_to(p_round_dtype(plan), p) : p;
     }
     const float alpha = std::exp(st.m[r] - m_new);  // 0 while m was -inf; 1 if unchanged
     if (alpha != 1.f) {

@@ -81,7 +81,7 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
       }
     }
     // Pass 2: p = exp(s - max) in place; the normaliser is the sum of the unrounded p's. With
-    // round_p, P.V uses p rounded to the input dtype, as the GPU kernels feed bf16/fp16 P to
+    // round_p, P.V uses p rounded to p_round_dtype, as the GPU kernels feed bf16/fp16 P to
     // the tensor cores while summing the fp32 p's (fast: p x 448 rounded to e4m3). (The GPU
     // subtracts a running max, not the row max; the difference is far below the rounding step
     // itself. It moves where the rounding steps fall, so the rounded P matches the kernel's
@@ -124,7 +124,7 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
           const double p = std::exp(sr[tok] - mx);  // exp(-inf) = 0 for masked tokens
           sum[r] += p;
           sr[tok] = fast      ? round_p_fast(p)
-                    : round_p ? round_to(plan.dtype, static_cast<float>(p))
+                    : round_p ? round_to(p_round_dtype(plan), static_cast<float>(p))
                               : p;
         }
       }

@@ -4,16 +4,17 @@
 // that request's KV sequence. The chunk streams through a V::kStages-deep pipeline of
 // V::kTokens-token tiles (cp.async, or cp.async.bulk for V::kBulk); each tile is read once
 // and used by all rows of the CTA:
-//   1. S = Q K^T (qk_partial; in fast mode, e4m3 products, qk_partial_e4m3 of fp8_ops.cuh):
+//   1. S = Q K^T (qk_partial; on an e4m3 cache also qk_partial_e4m3_exact, or in fast mode
+//      e4m3 products, qk_partial_e4m3, both in fp8_ops.cuh):
 //      warp (kgroup, sub) multiplies its register-resident 144-deep
 //      Q slice (at most 32 rows) with its tokens; the 4 k-group partials meet in shared
 //      memory (s_red).
 //   2. Online softmax (softmax_tile, fp32, log2 units), with the ancestor mask only in tiles
 //      that reach the tree region.
-//   3. O += P V (pv_tile; pv_tile_e4m3 in fast mode): in 64-row CTAs of 32-token tiles (V::kHalves)
-//   warp w owns 128
-//      output columns of the 32 rows of its half (warps 0-3: rows 0-31), otherwise 64 columns
-//      of every row; V is the first 512 columns of the same KV tile.
+//   3. O += P V (pv_tile; pv_tile_e4m3_exact, pv_tile_e4m3 on e4m3): in 64-row CTAs of
+//      32-token tiles (V::kHalves) warp w owns 128 output columns of the 32 rows of its half
+//      (warps 0-3: rows 0-31), otherwise 64 columns of every row; V is the first 512 columns
+//      of the same KV tile.
 // The variant's schedule orders these steps: halves_loop, overlap_loop or in_order_loop
 // (each instantiation file names its own).
 // A request with one chunk writes out/lse directly; otherwise each chunk writes a normalised
@@ -34,7 +35,7 @@ namespace treeverify::cuda::mma {
 // (verify_cta), each called with the tile's index in the chunk:
 //   load        copies of the tile (and page-table entries ahead): one cp.async group
 //   wait_bulk   V::kBulk: wait for the tile's stage mbarrier
-//   dequantize  e4m3 exact mode: this warp widens the rows of the tile it copied
+//   dequantize  e4m3 exact mode, 64 rows: this warp widens the rows of the tile it copied
 //   qk          S = Q K^T of the tile: the k-group partials into s_red
 //   softmax     online softmax of the tile: P, the rescale alpha
 //   pv          O += P V of the tile
@@ -145,13 +146,18 @@ __device__ __forceinline__ void in_order_loop(int n_tiles, Load& load, WaitBulk&
 }
 
 // One CTA's work; the kernel below decides where it is compiled. kMode (params.h): the cache
-// is 16-bit, or e4m3 with each tile widened in shared memory (dequantize_tile) before
-// anything reads it, or e4m3 in fast mode: Q rounded to e4m3 in the prologue (quantize_q), the
-// products on the e4m3 tile (fp8_ops.cuh). The prologue (Q, the first copies), one of the
+// is 16-bit, or e4m3 in exact mode: Q rescaled to fp16 in the prologue (prepare_q_f16) and
+// fp16 products, on K and V widened in registers (16 and 32 rows) or in shared memory
+// (dequantize_tile, 64 rows: V::kE4M3InRegisters), or e4m3 in fast mode: Q rounded to e4m3
+// (quantize_q) and e4m3 products (fp8_ops.cuh). The prologue (Q, the first copies), one of the
 // three main loops above, then the epilogue.
 template <typename T, typename V, KvMode kMode>
 __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   constexpr bool kE4M3 = kMode != KvMode::k16, kFast = kMode == KvMode::kE4M3Fast;
+  // Exact mode on e4m3: K and V widened in registers, or the tile in shared memory (Widen).
+  constexpr bool kE4M3Regs = kMode == KvMode::kE4M3 && V::kE4M3InRegisters;
+  constexpr bool kE4M3Widen = kMode == KvMode::kE4M3 && !V::kE4M3InRegisters;
+  using MmaT = std::conditional_t<kE4M3, __half, T>;  // the 16-bit products' type
   CtaWork w;
   if (!cta_work<V>(p, &w)) return;
 
@@ -214,16 +220,21 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
       load(s);
     }
   };
-  // Q's fragments in registers for the whole chunk: 16-bit, or in fast mode e4m3 codes with
-  // each row's scale in s_lse (free until the epilogue), applied by the softmax.
+  // Q's fragments in registers for the whole chunk: 16-bit, or on an e4m3 cache fp16 (exact
+  // mode) or e4m3 codes (fast mode) with each row's scale times kv_scale in s_lse (free until
+  // the epilogue), applied by the softmax.
   std::conditional_t<kFast, QFragsE4M3<V>, uint32_t[V::kQKMTiles][kKSteps][4]> qf;
-  // After Q has landed and a barrier: fast mode rounds it to e4m3 in place (its row scales to
-  // s_lse) and publishes that with a barrier of its own; then each warp loads its fragments.
+  // After Q has landed and a barrier: on an e4m3 cache Q is rewritten in place (its row
+  // scales to s_lse) and published by a barrier of its own; then each warp loads its fragments.
   auto load_q_fragments = [&] {
     if constexpr (kFast) {
-      quantize_q<T, V>(smem + V::kQOffset, s_lse);
+      quantize_q<T, V>(smem + V::kQOffset, s_lse, __ldg(p.kv_scale));
       __syncthreads();
       q_fragments_e4m3<V>(s_q, kgroup, sub / V::kQKTokenGroups, qf);
+    } else if constexpr (kE4M3) {
+      prepare_q_f16<T, V, kE4M3Regs>(smem + V::kQOffset, s_lse, __ldg(p.kv_scale));
+      __syncthreads();
+      q_fragments<V>(s_q, kgroup, sub / V::kQKTokenGroups, qf);
     } else {
       q_fragments<V>(s_q, kgroup, sub / V::kQKTokenGroups, qf);
     }
@@ -254,11 +265,12 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   const int own_node = row_valid ? (w.row0 + sm_row) / p.num_heads : 0;
   const uint32_t* mask_row = p.tree_mask + static_cast<int64_t>(w.q0 + own_node) * p.mask_words;
   RowState st;
-  // The scores' factor beyond softmax_scale (softmax_tile): kv_scale, and Q's row scale.
-  float score_scale = 1.f;
-  if constexpr (kE4M3) score_scale = __ldg(p.kv_scale);
-  if constexpr (kFast) score_scale *= s_lse[sm_row];  // published by the prologue's barriers
   auto softmax = [&](int tile) {
+    // The scores' factor beyond softmax_scale on an e4m3 cache: kv_scale x Q's row scale, in
+    // s_lse since the prologue's barriers; a shared load a tile, not a register held through
+    // the loop (the 64-row variants sit at 255: that one spilled them on sm_90).
+    float score_scale = 1.f;
+    if constexpr (kE4M3) score_scale = ld_shared_volatile(s_lse + sm_row);
     softmax_tile<T, V, kE4M3, kFast>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * V::kTokens,
                                      mask_row, own_node, row_valid, st, score_scale);
   };
@@ -266,8 +278,8 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   // mbarrier); its warp widens the rows it copied (dequantize_tile), and the CTA barrier the
   // loop reaches next publishes them, so widening costs no barrier of its own.
   auto dequantize = [&](int tile) {
-    if constexpr (kE4M3 && !kFast)
-      if (tile < n_tiles) dequantize_tile<T, V>(smem + (tile % V::kStages) * V::kStageBytes);
+    if constexpr (kE4M3Widen)
+      if (tile < n_tiles) dequantize_tile<V>(stage_of(tile));
   };
 
   // Tile `tile` has landed: its cp.async group is complete (the caller's wait_group) and, for
@@ -279,14 +291,18 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   auto qk = [&](int tile) {
     if constexpr (kFast)
       qk_partial_e4m3<V>(stage_of(tile), qf, s_red, kgroup, sub);
+    else if constexpr (kE4M3Regs)
+      qk_partial_e4m3_exact<V>(stage_of(tile), qf, s_red, kgroup, sub);
     else
-      qk_partial<T, V>(stage_of(tile), qf, s_red, kgroup, sub);
+      qk_partial<MmaT, V>(stage_of(tile), qf, s_red, kgroup, sub);
   };
   auto pv = [&](int tile) {
     if constexpr (kFast)
       pv_tile_e4m3<V>(stage_of(tile), s_p_addr, s_alpha, o);
+    else if constexpr (kE4M3Regs)
+      pv_tile_e4m3_exact<V>(stage_of(tile), s_p_addr, s_alpha, o);
     else
-      pv_tile<T, V>(stage_of(tile), s_p_addr, s_alpha, o);
+      pv_tile<MmaT, V>(stage_of(tile), s_p_addr, s_alpha, o);
   };
   if constexpr (V::kHalves)
     halves_loop<V>(n_tiles, warp, load, wait_bulk, dequantize, qk, softmax, pv);
@@ -297,9 +313,9 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   cp_async_wait<0>();
   __syncthreads();  // every warp is past its last read of s_alpha, which the epilogue reuses
   // O's factor: kv_scale (V's values are kv_scale times the codes), over 448 in fast mode.
-  float v_scale = score_scale;
-  if constexpr (kFast) v_scale = __ldg(p.kv_scale) * (1.f / kE4M3Max);
-  epilogue<T, V, kE4M3, kFast>(p, w, st, s_alpha, s_lse, o, v_scale);
+  float v_scale = 1.f;
+  if constexpr (kE4M3) v_scale = __ldg(p.kv_scale) * (kFast ? 1.f / kE4M3Max : 1.f);
+  epilogue<T, V, kE4M3, kFast || kE4M3Regs>(p, w, st, s_alpha, s_lse, o, v_scale);
   __syncthreads();  // the epilogue's stores and its NaN rows in s_lse
   recompute_nan_rows<T, V, kE4M3>(p, smem, s_lse);
 }

@@ -72,7 +72,9 @@ __device__ __forceinline__ void load_page_ids(const VerifyKernelParams& p, uint3
 }
 
 // e4m3 caches (kE4M3): a tile's 576-byte rows land in the last 576 bytes of each 1168-byte
-// stage row, and dequantize_tile widens them in place to the 16-bit layout the products read.
+// stage row, where the products of the 16 and 32-row variants and fast mode read them
+// (fp8_ops.cuh) and dequantize_tile widens them in place to fp16 for the 64-row variants
+// (Variant::kE4M3InRegisters).
 inline constexpr int kE4M3RowOffset = kKVRowBytes - kQKDim;  // 592, 16-byte aligned
 
 // Copies V::kTokens KV rows from sequence token `first` (rows at or past `end` are zero
@@ -161,57 +163,66 @@ __device__ __forceinline__ float e4m3_to_float(uint32_t b) {
   return (b & 0x80u) ? -v : v;
 }
 
-// Widens the e4m3 tile at kE4M3RowOffset of each stage row into the 16-bit row layout the
-// products read (exact: every e4m3 value is a bf16 and an fp16 value; the cache's scale is
-// applied to the scores and the output instead). A row's 16-bit values overwrite its own e4m3
+// Four e4m3 codes (low byte first) as two fp16 pairs: bytes 0, 1 to `lo`, 2, 3 to `hi`. Two
+// cvt.rn.f16x2.e4m3x2 on sm_89+ (ptxas reads the high half in place: F2FP ... R.H1); before
+// sm_89, cuda_fp8.h's integer code. Exact, NaN kept.
+__device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n"
+      " cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(x));
+#else
+  auto two = [](uint32_t b) {
+    const __half2_raw h =
+        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(b), __NV_E4M3);
+    return static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
+  };
+  lo = two(x & 0xffffu), hi = two(x >> 16);
+#endif
+}
+
+// 16 e4m3 codes of a stage row, widened, as 16 fp16 values at shared address `dst`.
+__device__ __forceinline__ void widen_piece(uint32_t dst, uint4 in) {
+  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
+  uint32_t o[8];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) e4m3x4_to_f16x2x2(w[j], o[2 * j], o[2 * j + 1]);
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(o[0]), "r"(o[1]),
+               "r"(o[2]), "r"(o[3]));
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + 16), "r"(o[4]), "r"(o[5]),
+               "r"(o[6]), "r"(o[7]));
+}
+
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr));
+  return v;
+}
+
+// Widens the e4m3 tile at kE4M3RowOffset of each stage row into the fp16 row layout the
+// products read (exact: every e4m3 value is an fp16 value; the cache's scale is applied to
+// the scores and the output instead). A row's 16-bit values overwrite its own e4m3
 // bytes and no other row's, so one warp takes a row: its lanes read the row's 36 pieces of 16
 // values, meet at __syncwarp, then write. Warp w takes rows w, w + 8, ...: the rows it copied
 // (load_kv_tile), so once each lane's own copies have landed a __syncwarp makes the rows
 // visible to the warp. Few registers live at once (the 64-row variants sit at 255). The
 // caller publishes the tile with a barrier.
-// Two e4m3 values (low byte first) as two packed T: one cvt.rn.f16x2.e4m3x2 where the
-// architecture has it (sm_89+; cuda_fp8.h falls back to integer code below), then for bf16
-// through float (exact: every fp16 made from e4m3 is a bf16 value too).
-template <typename T>
-__device__ __forceinline__ uint32_t widen2(uint32_t two) {
-  const __half2_raw h =
-      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
-  const uint32_t bits = static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
-  if constexpr (std::is_same_v<T, __half>) {
-    return bits;
-  } else {
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&bits));
-    return pack2<T>(f.x, f.y);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ void widen_piece(uint8_t* dst, uint4 in) {
-  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
-  uint32_t out[8];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    out[2 * j] = widen2<T>(w[j] & 0xffffu);
-    out[2 * j + 1] = widen2<T>(w[j] >> 16);
-  }
-  reinterpret_cast<uint4*>(dst)[0] = make_uint4(out[0], out[1], out[2], out[3]);
-  reinterpret_cast<uint4*>(dst)[1] = make_uint4(out[4], out[5], out[6], out[7]);
-}
-
-template <typename T, typename V>
-__device__ __forceinline__ void dequantize_tile(uint8_t* stage) {
+template <typename V>
+__device__ __forceinline__ void dequantize_tile(uint32_t stage) {
   constexpr int kRowPieces = kQKDim / 16;  // 36: lanes 0-31, then lanes 0-3 again
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   __syncwarp();  // the lanes' copies of the warp's rows, landed for each, seen by all
   for (int row = warp; row < V::kTokens; row += kWarps) {
-    uint8_t* r = stage + row * kKVRowBytes;
-    const uint4 a = *reinterpret_cast<const uint4*>(r + kE4M3RowOffset + lane * 16);
+    const uint32_t r = stage + row * kKVRowBytes;
+    const uint4 a = ld_shared_v4(r + kE4M3RowOffset + lane * 16);
     uint4 b = make_uint4(0, 0, 0, 0);
-    if (lane < kRowPieces - 32)
-      b = *reinterpret_cast<const uint4*>(r + kE4M3RowOffset + (32 + lane) * 16);
+    if (lane < kRowPieces - 32) b = ld_shared_v4(r + kE4M3RowOffset + (32 + lane) * 16);
     __syncwarp();
-    widen_piece<T>(r + lane * 32, a);
-    if (lane < kRowPieces - 32) widen_piece<T>(r + (32 + lane) * 32, b);
+    widen_piece(r + lane * 32, a);
+    if (lane < kRowPieces - 32) widen_piece(r + (32 + lane) * 32, b);
     __syncwarp();  // the row's reads and writes are done before the lanes move on
   }
 }
@@ -316,6 +327,14 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// A float from shared memory, read where the code stands: the compiler cannot hoist it out of
+// a loop into a register held through it.
+__device__ __forceinline__ float ld_shared_volatile(const float* p) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(smem_addr(p)));
+  return v;
+}
+
 // Running softmax state of one row, held identically by the kLanesPerRow lanes of the row.
 struct RowState {
   float m = kNegInf;  // running max, log2 units
@@ -333,10 +352,11 @@ __device__ __forceinline__ int p8_offset(int tau) {
 
 // Online softmax of the tile starting at token `first`: sums the k-group partials, masks the
 // sequence end and (only in tiles that reach the tree) non-ancestors, writes P in the input
-// dtype (kFast: e4m3 of p x 448, at p8_offset) and the row's rescale factor. The normaliser
-// sums the unrounded probabilities.
+// dtype (e4m3 exact mode: fp16; kFast: e4m3 of p x 448, at p8_offset) and the row's
+// rescale factor. The normaliser sums the unrounded probabilities.
 // `score_scale` is the factor between the products' scores and the true ones: the cache's
-// kv_scale for e4m3 (the products used the stored codes), times Q's row scale in fast mode.
+// kv_scale for e4m3 (the products used the stored codes) times Q's row scale (prepare_q_f16,
+// quantize_q).
 template <typename T, typename V, bool kE4M3 = false, bool kFast = false>
 __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
                                              const float* s_red, T* s_p, float* s_alpha, int first,
@@ -403,9 +423,10 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
       *reinterpret_cast<uint16_t*>(p8 + p8_offset(col + j)) =
           pack_e4m3x2(pr[j] * kE4M3Max, pr[j + 1] * kE4M3Max);
   } else {
+    using P = std::conditional_t<kE4M3, __half, T>;  // exact mode's products are fp16
 #pragma unroll
     for (int j = 0; j < kN; j += 2)
-      *reinterpret_cast<uint32_t*>(s_p + row * V::kPStride + col + j) = pack2<T>(pr[j], pr[j + 1]);
+      *reinterpret_cast<uint32_t*>(s_p + row * V::kPStride + col + j) = pack2<P>(pr[j], pr[j + 1]);
   }
   if (lane % V::kLanesPerRow == 0) s_alpha[row] = alpha;
 }
@@ -466,8 +487,9 @@ __device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const floa
 // from a NaN score, or a NaN or infinity in its O) is NaN as a whole, lse included (verify.h);
 // l = 0 means it saw nothing: out 0, lse -inf.
 // `v_scale` is the factor between the products' O and the true one: kv_scale for e4m3, over
-// 448 in fast mode (P was p x 448). kFast: O's columns in pv_tile_e4m3's order.
-template <typename T, typename V, bool kE4M3 = false, bool kFast = false>
+// 448 in fast mode (P was p x 448). kPermuted: O's columns in the order of the products on
+// the e4m3 tile (pv_tile_e4m3_exact, pv_tile_e4m3).
+template <typename T, typename V, bool kE4M3 = false, bool kPermuted = false>
 __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
                                          const RowState& st, float* s_inv_l, float* s_lse,
                                          const float (&o)[V::kOMTiles][V::kONTiles][4],
@@ -512,7 +534,7 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
       if constexpr (kE4M3) inv_l *= v_scale;
       const int node = gr / H, head = gr % H;
       const int64_t grow = static_cast<int64_t>(w.q0) * H + gr;
-      if constexpr (kFast) {
+      if constexpr (kPermuted) {
         // Tiles 2 np (even columns) and 2 np + 1 (odd): this lane's columns 4t .. 4t + 3.
         T* out_row = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
                      head * p.out_stride_head + V::o_col0(warp);
