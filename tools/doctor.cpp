@@ -124,7 +124,8 @@ int run_doctor(const DoctorFlags& flags) {
       j["kernels_by_arch"].push_back({{"arch", k.arch},
                                       {"up_to_16_rows", k.up_to_16_rows},
                                       {"up_to_32_rows", k.up_to_32_rows},
-                                      {"more_rows", k.more_rows}});
+                                      {"more_rows", k.more_rows},
+                                      {"up_to_16_rows_e4m3", k.up_to_16_rows_e4m3}});
     }
     j["cpu_threads"] = threads;
     j["devices"] = nlohmann::json::array();
@@ -191,10 +192,11 @@ int run_doctor(const DoctorFlags& flags) {
     fmt::print(
         "  CUDA kernels, by the GPU's architecture and the most query rows (heads x tree nodes)\n"
         "  of a request in the call:\n");
-    fmt::print("    {:<7} {:<14} {:<14} {}\n", "arch", "<= 16 rows", "<= 32 rows", "more");
+    fmt::print("    {:<7} {:<14} {:<14} {:<14} {}\n", "arch", "<= 16 rows", "<= 32 rows", "more",
+               "<= 16 rows, e4m3 cache");
     for (const ArchKernels& k : cuda_kernels_by_arch()) {
-      fmt::print("    sm_{:<4} {:<14} {:<14} {}\n", k.arch, k.up_to_16_rows, k.up_to_32_rows,
-                 k.more_rows);
+      fmt::print("    sm_{:<4} {:<14} {:<14} {:<14} {}\n", k.arch, k.up_to_16_rows, k.up_to_32_rows,
+                 k.more_rows, k.up_to_16_rows_e4m3);
     }
     fmt::print(
         "    (rR-sS: R query rows a CTA, an S-stage copy pipeline; -t16: 16-token KV tiles; "

@@ -41,10 +41,12 @@ struct DeviceInfo {
 // The portable CUDA kernel variant (the middle of Plan::kernel, e.g. "r64-s4") that a GPU of
 // SM version `arch` runs with this build's code for that architecture, by the most query rows
 // (heads x tree nodes) of any request in the call. Needs no GPU; one entry per compiled
-// architecture, none without the CUDA backend.
+// architecture, none without the CUDA backend. Decode-sized requests on an e4m3 cache may run
+// another variant (up_to_16_rows_e4m3).
 struct ArchKernels {
   int arch = 0;
   std::string up_to_16_rows, up_to_32_rows, more_rows;
+  std::string up_to_16_rows_e4m3;
 };
 std::vector<ArchKernels> cuda_kernels_by_arch();
 

@@ -156,12 +156,12 @@ Status cuda_config_runnable(int config_arch, const DeviceInfo& device) {
 std::vector<ArchKernels> cuda_kernels_by_arch() {
   std::vector<ArchKernels> out;
   for (int arch : cuda_compiled_archs()) {
-    auto name = [&](int64_t rows) {
+    auto name = [&](int64_t rows, bool e4m3 = false) {
       const VariantId v =
-          cuda::mma::choose_tiles(arch, arch, 0, rows, cuda::mma::kThisBuild).variant;
+          cuda::mma::choose_tiles(arch, arch, 0, rows, cuda::mma::kThisBuild, e4m3).variant;
       return v == VariantId::kNone ? std::string("none") : variant_name(v);
     };
-    out.push_back({arch, name(16), name(32), name(33)});
+    out.push_back({arch, name(16), name(32), name(33), name(16, true)});
   }
   return out;
 }
@@ -188,9 +188,10 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   TV_REQUIRE(forced_rows == 0 || forced_rows == 16 || forced_rows == 32 || forced_rows == 64,
              "options.force_rows_per_cta", "{}; expected 0, 16, 32 or 64", forced_rows);
   // A forced row count picks the table entry of requests that size.
-  const auto [config_arch, variant] =
-      cuda::mma::choose_tiles(sm, device.kernel_arch, options.force_config_arch,
-                              forced_rows > 0 ? forced_rows : max_rows, cuda::mma::kThisBuild);
+  const bool e4m3 = problem.kv_format == KvFormat::kE4M3;
+  const auto [config_arch, variant] = cuda::mma::choose_tiles(
+      sm, device.kernel_arch, options.force_config_arch, forced_rows > 0 ? forced_rows : max_rows,
+      cuda::mma::kThisBuild, e4m3);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, variant != VariantId::kNone,
                   "options.force_config_arch", "no tile configuration for sm_{}", config_arch);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, problem.batch_size <= 65535, "batch_size",
@@ -201,7 +202,6 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                   options.force_config_arch > 0 ? "options.force_config_arch" : "device", "{}{}",
                   missing,
                   forced_rows > 0 ? fmt::format(" ({} rows a CTA forced)", forced_rows) : "");
-  const bool e4m3 = problem.kv_format == KvFormat::kE4M3;
   // Fast mode (Precision::kFast) where fast_mode_blocker finds nothing against it; otherwise
   // the call runs exact, and says why.
   KvMode mode = e4m3 ? KvMode::kE4M3 : KvMode::k16;
@@ -250,7 +250,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   if (forced_rows == 0 && options.force_chunk_tokens == 0) {
     for (int64_t rows : {16, 32}) {
       const VariantId v = cuda::mma::choose_tiles(sm, device.kernel_arch, options.force_config_arch,
-                                                  rows, cuda::mma::kThisBuild)
+                                                  rows, cuda::mma::kThisBuild, e4m3)
                               .variant;
       if (v == VariantId::kNone || v == chosen || rows >= facts.rows ||
           !cuda::mma::variant_compiled_for(v, device.kernel_arch) ||

@@ -26,6 +26,8 @@ TEST(System, KernelsByArchCoverEveryCompiledArchitecture) {
     EXPECT_EQ(k.arch, build.cuda_archs[i]);
     // Each request size gets the fewest rows a CTA that cover it.
     EXPECT_TRUE(starts_with(k.up_to_16_rows, "r16-")) << k.arch << ": " << k.up_to_16_rows;
+    EXPECT_TRUE(starts_with(k.up_to_16_rows_e4m3, "r16-"))
+        << k.arch << ": " << k.up_to_16_rows_e4m3;
     EXPECT_TRUE(starts_with(k.up_to_32_rows, "r32-")) << k.arch << ": " << k.up_to_32_rows;
     EXPECT_TRUE(starts_with(k.more_rows, "r64-")) << k.arch << ": " << k.more_rows;
     // Bulk copies exist from sm_90 on.
@@ -40,11 +42,13 @@ TEST(System, KernelsByArchNameTheTileTablesVariants) {
   for (const ArchKernels& k : cuda_kernels_by_arch()) {
     if (k.arch == 90) {
       EXPECT_EQ(k.up_to_16_rows, "r16-s2-bulk");
+      EXPECT_EQ(k.up_to_16_rows_e4m3, "r16-s2");  // bulk copies lost with 576-byte rows
       EXPECT_EQ(k.up_to_32_rows, "r32-s4");
       EXPECT_EQ(k.more_rows, "r64-s4");
     }
     if (k.arch == 120) {  // 99 KB a block: 16-token tiles for 64 rows
       EXPECT_EQ(k.up_to_16_rows, "r16-s2");
+      EXPECT_EQ(k.up_to_16_rows_e4m3, "r16-s2");
       EXPECT_EQ(k.up_to_32_rows, "r32-s2");
       EXPECT_EQ(k.more_rows, "r64-s3-t16");
     }

@@ -46,7 +46,7 @@ TEST(VariantBuild, ForcedTablesFollowTheBuildsPredicate) {
   for (int code : build.cuda_archs) {
     for (const cuda::mma::TileConfig& c : cuda::mma::kTileConfigs) {
       bool in_build = true;
-      for (VariantId v : {c.small, c.large, c.wide})
+      for (VariantId v : {c.small, c.large, c.wide, c.small_e4m3})
         in_build = in_build && cuda::mma::variant_in_build(v, code, vb);
       const Status s = detail::cuda_config_runnable(c.arch, described_device(code, code));
       SCOPED_TRACE("code sm_" + std::to_string(code) + ", table sm_" + std::to_string(c.arch));
@@ -60,7 +60,7 @@ TEST(VariantBuild, ForcedTablesFollowTheBuildsPredicate) {
       EXPECT_TRUE(contains(s.message(), "is not in the code")) << s.message();
       // Missing because of the build's choice, not the architecture: say how to get it.
       bool fits = true;
-      for (VariantId v : {c.small, c.large, c.wide})
+      for (VariantId v : {c.small, c.large, c.wide, c.small_e4m3})
         fits = fits && cuda::mma::variant_fits(v, code);
       if (fits) EXPECT_TRUE(contains(s.message(), "TREEVERIFY_ALL_VARIANTS=ON")) << s.message();
     }

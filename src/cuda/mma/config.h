@@ -169,36 +169,44 @@ enum class VariantId : int {
 // faster than 3 stages' earlier copies on sm_90 (H200, 2026-11-29, DESIGN_NOTES.md). Bulk
 // copies (one instruction a KV row) made memory-bound decode 2.5% faster on the H200 and the
 // 64-row variant 17% slower, so only the 16-row variant uses them (sm_120 keeps cp.async: its
-// bulk-copy speed is unmeasured). What each architecture's code holds: variant_in_build below.
+// bulk-copy speed is unmeasured). With an e4m3 cache (576-byte rows) the bulk copies lost:
+// D1 0.158 ms with r16-s2-bulk against 0.132 with r16-s2, S3 0.0318 against 0.0290 (H200,
+// 2026-12-01, exact mode, same run), so e4m3 decode takes `small_e4m3`. What each
+// architecture's code holds: variant_in_build below.
 struct TileConfig {
   int arch;  // SM version the entry is for
   VariantId small, large, wide;
+  VariantId small_e4m3;  // `small` for an e4m3 cache
 };
 inline constexpr TileConfig kTileConfigs[] = {
-    {80, VariantId::kSmall, VariantId::kLarge3, VariantId::kWide3},
-    {86, VariantId::kSmall, VariantId::kLarge2, VariantId::kWide3T16},
-    {89, VariantId::kSmall, VariantId::kLarge2, VariantId::kWide3T16},
-    {90, VariantId::kSmallBulk, VariantId::kLarge4, VariantId::kWide4},
-    {100, VariantId::kSmallBulk, VariantId::kLarge4, VariantId::kWide4},
-    {120, VariantId::kSmall, VariantId::kLarge2, VariantId::kWide3T16},
+    {80, VariantId::kSmall, VariantId::kLarge3, VariantId::kWide3, VariantId::kSmall},
+    {86, VariantId::kSmall, VariantId::kLarge2, VariantId::kWide3T16, VariantId::kSmall},
+    {89, VariantId::kSmall, VariantId::kLarge2, VariantId::kWide3T16, VariantId::kSmall},
+    {90, VariantId::kSmallBulk, VariantId::kLarge4, VariantId::kWide4, VariantId::kSmall},
+    {100, VariantId::kSmallBulk, VariantId::kLarge4, VariantId::kWide4, VariantId::kSmall},
+    {120, VariantId::kSmall, VariantId::kLarge2, VariantId::kWide3T16, VariantId::kSmall},
 };
 
 // The variant for SM version `sm` (the newest table entry not above it) and requests of at
-// most `max_rows` query rows: the fewest rows per CTA that cover a request, up to 64.
-constexpr VariantId choose_variant(int sm, int64_t max_rows) {
+// most `max_rows` query rows, on a 16-bit or an e4m3 cache: the fewest rows per CTA that cover
+// a request, up to 64.
+constexpr VariantId choose_variant(int sm, int64_t max_rows, bool e4m3 = false) {
   const TileConfig* cfg = nullptr;
   for (const TileConfig& c : kTileConfigs)
     if (c.arch <= sm) cfg = &c;
   if (cfg == nullptr) return VariantId::kNone;
-  return max_rows <= 16 ? cfg->small : max_rows <= 32 ? cfg->large : cfg->wide;
+  if (max_rows <= 16) return e4m3 ? cfg->small_e4m3 : cfg->small;
+  return max_rows <= 32 ? cfg->large : cfg->wide;
 }
 
-// Whether the table of SM version `sm` can select `id`: for some request size, a forced row
-// count (PlanOptions::force_rows_per_cta: 16, 32, 64) or the schedule's choice of fewer rows a
-// CTA (16 or 32 rows, cuda/plan.cpp) -- every one of them is choose_variant(sm, rows).
+// Whether the table of SM version `sm` can select `id`: for some request size and cache, a
+// forced row count (PlanOptions::force_rows_per_cta: 16, 32, 64) or the schedule's choice of
+// fewer rows a CTA (16 or 32 rows, cuda/plan.cpp) -- every one of them is
+// choose_variant(sm, rows, e4m3).
 constexpr bool table_selects(int sm, VariantId id) {
-  return id != VariantId::kNone && (choose_variant(sm, 16) == id || choose_variant(sm, 32) == id ||
-                                    choose_variant(sm, 33) == id);
+  return id != VariantId::kNone &&
+         (choose_variant(sm, 16) == id || choose_variant(sm, 16, true) == id ||
+          choose_variant(sm, 32) == id || choose_variant(sm, 33) == id);
 }
 
 // Calls f(V{}) with the variant type behind `id` (VariantSmall for kNone; callers check first).
@@ -304,11 +312,11 @@ struct TileChoice {
   VariantId variant;
 };
 constexpr TileChoice choose_tiles(int device_sm, int code_arch, int forced, int64_t max_rows,
-                                  const VariantBuild& build) {
-  if (forced > 0) return {forced, choose_variant(forced, max_rows)};
-  const VariantId v = choose_variant(device_sm, max_rows);
+                                  const VariantBuild& build, bool e4m3 = false) {
+  if (forced > 0) return {forced, choose_variant(forced, max_rows, e4m3)};
+  const VariantId v = choose_variant(device_sm, max_rows, e4m3);
   if (v == VariantId::kNone || variant_in_build(v, code_arch, build)) return {device_sm, v};
-  return {code_arch, choose_variant(code_arch, max_rows)};
+  return {code_arch, choose_variant(code_arch, max_rows, e4m3)};
 }
 
 }  // namespace treeverify::cuda::mma
