@@ -83,8 +83,11 @@ Status parse_backend(const std::string& name, Backend* backend);
 
 // What the products of a call on an e4m3 KV cache take (docs/DESIGN.md, "e4m3").
 enum class Precision : int32_t {
-  // Tiles widened to the q dtype: Q.K and P.V are bf16/fp16 products, fp32 accumulation; the
-  // only rounding beyond the 16-bit path's is the cache's own. Every backend, every GPU.
+  // The cache is storage only: its values are widened exactly (every e4m3 value is an fp16
+  // value) and Q.K and P.V are fp16 products with fp32 accumulation on cuda-mma (Q brought to
+  // fp16 by a power of two a row, exact down to 2^-38 of the row's largest value; P in fp16),
+  // fp32/fp64 on the CPU backends; the only rounding beyond the 16-bit path's is the cache's
+  // own. Every backend, every GPU.
   kExact = 0,
   // e4m3 KV caches only: Q rounded to e4m3 with one scale a row (a token's head: amax / 448)
   // and P to e4m3 (p x 448), then native FP8 products (mma.sync e4m3, fp32 accumulation) on
