@@ -147,11 +147,7 @@ __device__ __forceinline__ void pv_tile_e4m3_exact(uint32_t stage, uint32_t s_p,
 #pragma unroll
   for (int ks = 0; ks < V::kTokens / 16; ++ks) {
     uint32_t pa[V::kOMTiles][4];
-#pragma unroll
-    for (int mt = 0; mt < V::kOMTiles; ++mt) {
-      const int row = row0 + mt * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
-      ldmatrix_x4(pa[mt], s_p + (row * V::kPStride + ks * 16 + 8 * (lane / 16)) * 2);
-    }
+    p_fragments<V>(s_p, row0, ks, lane, pa);
 #pragma unroll
     for (int np = 0; np < V::kONTiles / 2; ++np) {
       uint32_t v[2];  // tokens 16 ks + 0-7, 8-15

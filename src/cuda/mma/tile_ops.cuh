@@ -451,6 +451,18 @@ __device__ __forceinline__ void rescale_o(const float* s_alpha, int row0,
   }
 }
 
+// The A fragments of P's 16-bit rows (softmax_tile) for this warp's O rows from row0, tokens
+// 16 ks .. 16 ks + 15.
+template <typename V>
+__device__ __forceinline__ void p_fragments(uint32_t s_p, int row0, int ks, int lane,
+                                            uint32_t (&pa)[V::kOMTiles][4]) {
+#pragma unroll
+  for (int mt = 0; mt < V::kOMTiles; ++mt) {
+    const int row = row0 + mt * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+    ldmatrix_x4(pa[mt], s_p + (row * V::kPStride + ks * 16 + 8 * (lane / 16)) * 2);
+  }
+}
+
 // O = alpha * O + P V over this warp's O tile: rows [o_row0, +16 kOMTiles), columns
 // [o_col0, +kOCols).
 template <typename T, typename V>
@@ -462,11 +474,7 @@ __device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const floa
 #pragma unroll
   for (int ks = 0; ks < V::kTokens / 16; ++ks) {
     uint32_t pa[V::kOMTiles][4];
-#pragma unroll
-    for (int mt = 0; mt < V::kOMTiles; ++mt) {
-      const int row = row0 + mt * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
-      ldmatrix_x4(pa[mt], s_p + (row * V::kPStride + ks * 16 + 8 * (lane / 16)) * 2);
-    }
+    p_fragments<V>(s_p, row0, ks, lane, pa);
 #pragma unroll
     for (int np = 0; np < V::kONTiles / 2; ++np) {
       uint32_t vb[4];
