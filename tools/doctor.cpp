@@ -240,7 +240,8 @@ int run_doctor(const DoctorFlags& flags) {
 
   fmt::print(
       "e4m3 KV caches (--kv-format e4m3), by --precision:\n"
-      "  exact: products in bf16/fp16 on dequantized tiles; every backend, every architecture\n"
+      "  exact: fp16 products on the cache's values widened exactly (CUDA), fp32/fp64 (CPU);\n"
+      "         every backend, every architecture\n"
       "  fast:  Q and P rounded to e4m3; native FP8 products (mma.sync e4m3 -> QMMA) in code for\n"
       "         {}. A fast request on code for {},\n"
       "         or on a CPU backend, runs exact, and the plan's reason says why\n",

@@ -1,4 +1,5 @@
-// cuda-mma with an e4m3 KV cache (exact mode: tiles widened to the q dtype in shared memory)
+// cuda-mma with an e4m3 KV cache (exact mode: fp16 products, K and V widened in registers or,
+// in the 64-row variants, in shared memory)
 // against the float64 oracle on the dequantized cache: every variant of the three tile
 // tables, both dtypes, page sizes 1 to 128, ragged batches, forced splits, and the
 // non-finite policy's recomputation for a NaN code.

@@ -9,7 +9,7 @@ namespace treeverify::cuda::mma {
 // How the kernel reads the KV cache and what its products take (a kernel template argument).
 enum class KvMode : int {
   k16 = 0,        // a cache in the q dtype: products in that dtype
-  kE4M3 = 1,      // e4m3, exact (Precision::kExact): tiles widened to the q dtype
+  kE4M3 = 1,      // e4m3, exact (Precision::kExact): fp16 products on K, V widened (fp8_ops.cuh)
   kE4M3Fast = 2,  // e4m3, fast (Precision::kFast): Q and P in e4m3, e4m3 products (fp8_ops.cuh)
 };
 
