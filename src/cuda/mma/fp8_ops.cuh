@@ -1,5 +1,4 @@
-// The portable kernel's products on an e4m3 tile, read straight from the stage (no widening
-// pass in shared memory), in both precisions:
+// The portable kernel's steps on an e4m3 cache, in both precisions:
 // - exact mode (Precision::kExact, KvMode::kE4M3): fp16 mma.sync products with Q rescaled by
 //   a power of two a row to fp16 (prepare_q_f16) and P in fp16; in the 16 and 32-row variants
 //   each K and V value is widened in registers after its ldmatrix (exact: every e4m3 value
@@ -27,10 +26,6 @@
 #include "cuda/mma/tile_ops.cuh"
 
 namespace treeverify::cuda::mma {
-
-// An e4m3 k-group of K (144 bytes a token) is read as four 32-byte steps and one 16-byte tail.
-inline constexpr int kK32Steps = kQKDim / kKGroups / 32;  // 4
-static_assert(kK32Steps * 32 + 16 == kQKDim / kKGroups);
 
 // ---- Exact mode ----
 
@@ -167,6 +162,10 @@ __device__ __forceinline__ void pv_tile_e4m3_exact(uint32_t stage, uint32_t s_p,
 
 // ---- Fast mode ----
 
+// Q.K^T of one k-group (144 values, kKSteps x 16): four k32 steps and one k16.
+inline constexpr int kK32Steps = kQKDim / kKGroups / 32;  // 4
+static_assert(kK32Steps * 32 + 16 == kQKDim / kKGroups);
+
 // The Q operand of one warp in fast mode: per m-tile, 4 k32 A fragments and the k16 tail's.
 template <typename V>
 struct QFragsE4M3 {
@@ -177,11 +176,10 @@ struct QFragsE4M3 {
 // Rounds the CTA's staged 16-bit Q rows (copy_q, landed and published by a barrier) to e4m3 in
 // place: row r's 576 codes go to the first 576 bytes of its staging row, and its scale
 // (about amax / 448, 1 for a zero row) times `kv_scale` to s_scale[r], so that q = code x
-// scale / kv_scale. A warp takes a
-// row: its lanes read the row's 288 pairs, meet at __syncwarp, then write. A NaN or an
-// infinity leaves NaN codes (amax ignores NaN; inf x 0 is NaN), so the row ends NaN and the
-// epilogue's non-finite path recomputes it (nonfinite.cuh). The caller publishes the codes
-// and scales with a barrier.
+// scale / kv_scale. A warp takes a row: its lanes read the row's 288 pairs, meet at
+// __syncwarp, then write. A NaN or an infinity leaves NaN codes (amax ignores NaN; inf x 0 is
+// NaN), so the row ends NaN and the epilogue's non-finite path recomputes it (nonfinite.cuh).
+// The caller publishes the codes and scales with a barrier.
 template <typename T, typename V>
 __device__ __forceinline__ void quantize_q(uint8_t* s_q, float* s_scale, float kv_scale) {
   constexpr int kPairs = kQKDim / 2 / 32;  // 9 a lane

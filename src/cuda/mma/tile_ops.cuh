@@ -194,6 +194,7 @@ __device__ __forceinline__ void widen_piece(uint32_t dst, uint4 in) {
                "r"(o[6]), "r"(o[7]));
 }
 
+// 16 bytes of shared memory at `addr` (16-byte aligned).
 __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
