@@ -14,13 +14,13 @@ cd "$(dirname "$0")/.."
 build_dir=${1:-build}
 shift || true
 archs=("$@")
-[ ${#archs[@]} -gt 0 ] || archs=(80 86 89 90 100 120)
+[ ${#archs[@]} -gt 0 ] || archs=(80 86 89 90a 100 120)
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 [ -x "$nvcc" ] || { echo "check_kernel_resources: no nvcc; nothing to check"; exit 0; }
 gen="$build_dir/src/generated"
 [ -f "$gen/build_config.h" ] || { echo "check_kernel_resources: configure $build_dir first"; exit 1; }
 
-sources=(src/cuda/mma/instantiations/*.cu src/cuda/common/*.cu)
+sources=(src/cuda/mma/instantiations/*.cu src/cuda/common/*.cu src/cuda/sm90/*.cu)
 all_variants=$(awk '$2 == "TREEVERIFY_ALL_VARIANTS" { print $3 }' "$gen/build_config.h")
 echo "check_kernel_resources: $build_dir: $([ "${all_variants:-0}" = 1 ] &&
   echo "every verify variant that fits each architecture (TREEVERIFY_ALL_VARIANTS)" ||
@@ -44,7 +44,7 @@ for arch in "${archs[@]}"; do
       /Used [0-9]+ registers/ {
         regs = $0; sub(/.*Used /, "", regs); sub(/ registers.*/, "", regs)
         # A verify variant not compiled for this architecture: the trap stub, no barriers.
-        stub = name ~ /verify_mma_kernel/ && $0 ~ /used 0 barriers/
+        stub = name ~ /verify_(mma|wgmma)_kernel/ && $0 ~ /used 0 barriers/
         smem = 0; if (match($0, /[0-9]+ bytes smem/)) { smem = substr($0, RSTART, RLENGTH); sub(/ bytes smem/, "", smem) }
         cmd = "c++filt \"" name "\""; short = name; cmd | getline short; close(cmd)
         gsub(/treeverify::cuda::(mma::)?|\(anonymous namespace\)::|__nv_|VerifyKernelParams|\(\)/, "", short)

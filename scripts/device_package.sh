@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Builds the sm_90 binaries on this (GPU-less) machine and stages them with the shared
+# Builds the sm_90a binaries on this (GPU-less) machine and stages them with the shared
 # libraries they need into .devpkg/, small enough to travel to the device machine with the
 # `carry` option (64 MiB limit). The device machine's image has no OpenBLAS or libfmt, and a
 # binary built here (glibc 2.36) runs there (glibc 2.39).
-# Usage: scripts/device_package.sh [ARCHS]   (default 90)
+# Usage: scripts/device_package.sh [ARCHS]   (default 90a)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-archs=${1:-90}
+archs=${1:-90a}
 BUILD_DIR=build-dev scripts/build.sh -DTREEVERIFY_CUDA=ON -DTREEVERIFY_CUDA_ARCHS="$archs" >/dev/null
 rm -rf .devpkg && mkdir -p .devpkg/bin .devpkg/lib
 for exe in build-dev/tools/treeverify build-dev/tests/treeverify_gpu_tests build-dev/tests/treeverify_cpu_tests; do

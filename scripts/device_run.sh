@@ -24,6 +24,9 @@
 #             run, GPU time, step data rebuilt by every run, and a CUDA graph replay
 #   sass      ncu: warp-stall samples per SASS instruction of the main kernel on V4 (L cut
 #             to 65536), as csv (sass.csv) and the 40 instructions with the most samples
+#   wgmma     the sm_90a wgmma kernel: `treeverify check` on suite and custom cases (trees,
+#             page 1, fp16, ragged, forced chunks) and GpuVerify's quick tests, then the suite's
+#             cases it runs, on it and on the portable kernel (sm_90 table forced), in one run
 #   profile   ncu: stall reasons of the main kernel on V4 (L cut to 65536) and on V1 at page
 #             size 1 and 64, every kernel's duration in one D1 call, and the sm_80 tile
 #             configuration forced on V1/V4
@@ -87,6 +90,32 @@ fi
 if want torch; then
   PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_reference.py --json "$out/torch.json" >"$out/torch.txt" 2>&1
   cat "$out/torch.txt"
+fi
+if want wgmma; then
+  {
+    for c in V1 V2 D2 S1 S2 R1; do timeout 60 $bin/treeverify check --backend cuda-mma $c; done
+    for args in "--heads 8 --tree 64 --prefix 777 --page 16 --shape bushy" \
+      "--heads 8 --tree 17 --prefix 3000 --page 1 --dtype fp16" \
+      "--heads 3 --tree 50 --prefix 20000 --page 1 --chunk-tokens 96" \
+      "--heads 128 --tree 1 --prefix 5000 --page 64 --batch 3" \
+      "--heads 1 --tree 1024 --prefix 100 --page 16 --shape deep" \
+      "--heads 64 --tree 1 --prefix 0 --page 16" "--heads 16 --tree 5 --prefix 70000 --page 128"; do
+      timeout 60 $bin/treeverify check --backend cuda-mma $args
+    done
+    timeout 200 $bin/treeverify_gpu_tests --gtest_brief=1 \
+      --gtest_filter='GpuVerify.EveryVariant:GpuVerify.Fp16:GpuVerify.Deterministic:GpuVerify.StepDataFollowsThePlan'
+  } >"$out/wgmma_check.txt" 2>&1
+  grep -E "^case|kernel|PASS|FAIL|ERROR|rror|^\[  (PASSED|FAILED)" "$out/wgmma_check.txt" | cut -c1-220
+  cases=(V1 V2 V3 V4 D2 S1 S2 R1)
+  timeout 150 $bin/treeverify bench --backend cuda-mma "${cases[@]}" >"$out/bench_wgmma.txt" 2>&1
+  timeout 150 $bin/treeverify bench --backend cuda-mma --config-arch 90 "${cases[@]}" >"$out/bench_portable.txt" 2>&1
+  grep -h -E "^gpu|^(V|D|R|S)[0-9]|rror" "$out/bench_wgmma.txt" "$out/bench_portable.txt"
+  {
+    echo "== wgmma V1"; KERNEL=verify_wgmma timeout 120 scripts/ncu_stalls.sh V1
+    echo "== wgmma V4 at L 65536"
+    KERNEL=verify_wgmma timeout 120 scripts/ncu_stalls.sh --heads 64 --tree 64 --prefix 65536 --page 64
+  } >"$out/wgmma_profile.txt" 2>&1
+  grep -E "^==|gmma_cycles|issue_active|duration|dram__throughput|hit_rate|stalled_(barrier|long|short|mio|math|wait)" "$out/wgmma_profile.txt"
 fi
 if want profile; then
   {

@@ -24,9 +24,9 @@ struct DoctorFlags {
   std::string backend = "auto";
 };
 
-std::string archs_text(const std::vector<int>& archs) {
+std::string archs_text(const std::vector<int>& archs, bool sm90a = false) {
   std::vector<std::string> names;
-  for (int a : archs) names.push_back(fmt::format("sm_{}", a));
+  for (int a : archs) names.push_back(fmt::format("sm_{}{}", a, a == 90 && sm90a ? "a" : ""));
   return names.empty() ? "none" : fmt::format("{}", fmt::join(names, " "));
 }
 
@@ -118,6 +118,7 @@ int run_doctor(const DoctorFlags& flags) {
                   {"cuda_compiler", build.cuda_compiler_version},
                   {"cuda_archs", build.cuda_archs},
                   {"cuda_all_variants", build.cuda_all_variants},
+                  {"cuda_sm90a", build.cuda_sm90a},
                   {"blas", build.blas}};
     j["kernels_by_arch"] = nlohmann::json::array();
     for (const ArchKernels& k : cuda_kernels_by_arch()) {
@@ -179,7 +180,7 @@ int run_doctor(const DoctorFlags& flags) {
   fmt::print("  backends compiled: {}\n", fmt::join(backends, ", "));
   if (build.cuda_compiled) {
     fmt::print("  CUDA: {}, architectures {}\n", build.cuda_compiler_version,
-               archs_text(build.cuda_archs));
+               archs_text(build.cuda_archs, build.cuda_sm90a));
     fmt::print(
         "  kernel variants: {}\n",
         build.cuda_all_variants
@@ -201,7 +202,9 @@ int run_doctor(const DoctorFlags& flags) {
     fmt::print(
         "    (rR-sS: R query rows a CTA, an S-stage copy pipeline; -t16: 16-token KV tiles; "
         "-bulk:\n     one bulk copy a KV row; r64 with 32-token tiles: two halves, one's softmax "
-        "beside\n     the other's products)\n");
+        "beside\n     the other's products; wgmma-rR-tT: the sm_90a wgmma kernel, R rows a CTA, "
+        "T-token\n     KV tiles, for 16-bit caches; a forced --config-arch runs the portable "
+        "one)\n");
   } else {
     fmt::print(
         "  CUDA: not compiled into this build (configured with TREEVERIFY_CUDA=OFF or "

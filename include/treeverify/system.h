@@ -19,6 +19,7 @@ struct BuildInfo {
                                       // forced), not only its tile tables' variants
   bool cuda_e4m3_mma = false;         // the compiler had every e4m3 mma.sync fast mode uses
                                       // (CUDA 12.8+), so sm_89/sm_120 code holds its kernels
+  bool cuda_sm90a = false;            // the sm_90 code is sm_90a, with the wgmma kernel
   std::string blas;                   // BLAS the CPU fast backend uses, e.g. "OpenBLAS 0.3.21"
 };
 BuildInfo build_info();

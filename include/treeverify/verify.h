@@ -138,6 +138,7 @@ struct PlanState {
   int32_t variant = 0;         // backend-specific kernel variant (CUDA: rows per CTA and stages)
   int32_t tile_tokens = 0;     // CUDA: KV tokens a tile of that variant (its online softmax's step)
   bool fast_products = false;  // CUDA: run() launches the e4m3 fast kernel (precision kFast)
+  bool wgmma = false;          // CUDA: run() launches the sm_90a wgmma kernel (src/cuda/sm90)
   uint64_t id = 0;  // CUDA: distinct for each plan() call; names the step data in a workspace
   bool programmatic_combine = false;  // CUDA: the split combine overlaps the main kernel's tail
   int32_t device_sms = 0;             // CUDA: SMs of Plan::device (the combine's block size)

@@ -19,6 +19,7 @@ BuildInfo build_info() {
   info.cuda_archs = detail::cuda_compiled_archs();
   info.cuda_all_variants = info.cuda_compiled && TREEVERIFY_ALL_VARIANTS != 0;
   info.cuda_e4m3_mma = info.cuda_compiled && TREEVERIFY_CUDA_E4M3_MMA != 0;
+  info.cuda_sm90a = info.cuda_compiled && TREEVERIFY_CUDA_SM90A != 0;
   info.blas = openblas_get_config();  // "OpenBLAS 0.3.21 ..."
   return info;
 }

@@ -14,6 +14,7 @@
 #include "cuda/host_checks.h"
 #include "cuda/mma/config.h"
 #include "cuda/mma/launcher.h"
+#include "cuda/sm90/launcher.h"
 #include "cuda/step_data.h"
 #include "cuda/workspace.h"
 
@@ -103,27 +104,41 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .total_rows = rows,
       .scale_log2 = plan.softmax_scale * cuda::kLog2e,
   };
+  auto launch_wgmma = [&] {
+    using Tile = cuda::sm90::WgmmaTile;
+    const dim3 grid((max_rows + Tile::kRows - 1) / Tile::kRows, plan.state.num_chunks,
+                    plan.batch_size);
+    return plan.dtype == DType::kBF16
+               ? cuda::sm90::launch_verify_wgmma<__nv_bfloat16>(kp, grid, stream)
+               : cuda::sm90::launch_verify_wgmma<__half>(kp, grid, stream);
+  };
   const cudaError_t err =
-      cuda::mma::with_variant(static_cast<VariantId>(plan.state.variant), [&]<typename V>(V) {
-        const dim3 grid((max_rows + V::kRows - 1) / V::kRows, plan.state.num_chunks,
-                        plan.batch_size);
-        using cuda::mma::KvMode;
-        auto launch = [&]<KvMode kMode>() {
-          return plan.dtype == DType::kBF16
-                     ? cuda::mma::launch_verify<__nv_bfloat16, V, kMode>(kp, grid, stream)
-                     : cuda::mma::launch_verify<__half, V, kMode>(kp, grid, stream);
-        };
-        if (plan.kv_format != KvFormat::kE4M3) return launch.template operator()<KvMode::k16>();
-        // Set only where cuda_plan chose the fast kernel (the public Plan::precision says so).
-        if (plan.state.fast_products) {
-          if constexpr (cuda::mma::fast_mode_variant(cuda::mma::variant_id<V>()))
-            return launch.template operator()<KvMode::kE4M3Fast>();
-          else
-            return cudaErrorInvalidValue;  // fast_mode_variant: never planned
-        }
-        return launch.template operator()<KvMode::kE4M3>();
-      });
-  if (err != cudaSuccess) return cuda_error("verify_mma_kernel launch", err);
+      plan.state.wgmma
+          ? launch_wgmma()
+          : cuda::mma::with_variant(static_cast<VariantId>(plan.state.variant), [&]<typename V>(V) {
+              const dim3 grid((max_rows + V::kRows - 1) / V::kRows, plan.state.num_chunks,
+                              plan.batch_size);
+              using cuda::mma::KvMode;
+              auto launch = [&]<KvMode kMode>() {
+                return plan.dtype == DType::kBF16
+                           ? cuda::mma::launch_verify<__nv_bfloat16, V, kMode>(kp, grid, stream)
+                           : cuda::mma::launch_verify<__half, V, kMode>(kp, grid, stream);
+              };
+              if (plan.kv_format != KvFormat::kE4M3)
+                return launch.template operator()<KvMode::k16>();
+              // Set only where cuda_plan chose the fast kernel (the public Plan::precision says
+              // so).
+              if (plan.state.fast_products) {
+                if constexpr (cuda::mma::fast_mode_variant(cuda::mma::variant_id<V>()))
+                  return launch.template operator()<KvMode::kE4M3Fast>();
+                else
+                  return cudaErrorInvalidValue;  // fast_mode_variant: never planned
+              }
+              return launch.template operator()<KvMode::kE4M3>();
+            });
+  if (err != cudaSuccess)
+    return cuda_error(plan.state.wgmma ? "verify_wgmma_kernel launch" : "verify_mma_kernel launch",
+                      err);
 
   if (plan.state.num_chunks > 1) {
     cuda::CombineParams cp{

@@ -10,6 +10,7 @@
 #include "core/split_schedule.h"
 #include "cuda/mma/build.h"
 #include "cuda/mma/launcher.h"
+#include "cuda/sm90/launcher.h"
 #include "cuda/step_data.h"
 #include "cuda/workspace.h"
 
@@ -24,6 +25,7 @@ struct VariantFacts {
   bool bulk;    // needs bulk copies (sm_90+)
   bool halves;  // two 32-row halves that alternate softmax and products
   std::string name;
+  bool wgmma = false;  // the sm_90a wgmma kernel (cuda/sm90), not a portable variant
 };
 
 // "r<rows>-s<stages>[-t<tokens>][-bulk]", the variant's part of Plan::kernel.
@@ -56,6 +58,37 @@ VariantFacts variant_facts(VariantId v, DType dtype, KvMode mode) {
   });
 }
 
+// The same facts for the sm_90a wgmma kernel on the current device.
+VariantFacts wgmma_facts(DType dtype) {
+  using cuda::sm90::WgmmaTile;
+  const int ctas = dtype == DType::kBF16 ? cuda::sm90::verify_wgmma_ctas_per_sm<__nv_bfloat16>()
+                                         : cuda::sm90::verify_wgmma_ctas_per_sm<__half>();
+  return VariantFacts{WgmmaTile::kRows,
+                      WgmmaTile::kTokens,
+                      WgmmaTile::kSmemBytes,
+                      ctas,
+                      false,
+                      false,
+                      fmt::format("wgmma-r{}-t{}", WgmmaTile::kRows, WgmmaTile::kTokens),
+                      true};
+}
+
+// Why a call on an sm_<sm> device whose code is sm_<code_arch> does not run the wgmma kernel
+// (empty when it does): it exists in sm_90a code only, for 16-bit caches, and takes requests of
+// more than 32 rows (the 64-row CTAs of the sm_90 table), unless a tile table or a row count
+// other than 64 is forced (the tests force sm_90's table to keep the portable kernel covered).
+std::string wgmma_blocker(int sm, int code_arch, const PlanOptions& options, int64_t max_rows,
+                          bool e4m3) {
+  if (sm != 90 || code_arch != 90) return "not an sm_90 device running sm_90 code";
+  if (!cuda::sm90::kWgmmaBuilt) return "this build has no sm_90a code (TREEVERIFY_CUDA_ARCHS 90a)";
+  if (options.force_config_arch > 0) return "a tile table is forced";
+  if (e4m3) return "e4m3 caches run the portable kernel";
+  if (options.force_rows_per_cta != 0 && options.force_rows_per_cta != 64)
+    return fmt::format("{} rows a CTA forced", options.force_rows_per_cta);
+  if (options.force_rows_per_cta == 0 && max_rows <= 32) return "no request has more than 32 rows";
+  return {};
+}
+
 // variant_facts on `device`, made current for the occupancy query, the caller's restored.
 VariantFacts variant_facts_on(const DeviceInfo& device, VariantId v, DType dtype, KvMode mode) {
   int previous = 0;
@@ -74,7 +107,9 @@ VariantFacts variant_facts_on(const DeviceInfo& device, VariantId v, DType dtype
 // tables use the same figures: they steer the choice, never the result.
 SplitCosts split_costs(const VariantFacts& facts, const DeviceInfo& device, int token_bytes) {
   SplitCosts c;
-  c.token_ns = facts.rows == 64 ? 62 : facts.rows == 32 ? 39 : 60;
+  // The wgmma kernel (64 rows, 64-token tiles): 37 ns a token (V4 on the H200, 2026-12-01:
+  // 3.31 ms, 2.36 us a tile); its fixed cost a CTA is not measured apart: the 64-row figure.
+  c.token_ns = facts.wgmma ? 37 : facts.rows == 64 ? 62 : facts.rows == 32 ? 39 : 60;
   c.cta_ns = facts.rows == 64 ? 12000 : 9500;
   c.combine_ns = 3000;
   c.token_bytes = token_bytes;
@@ -161,7 +196,12 @@ std::vector<ArchKernels> cuda_kernels_by_arch() {
           cuda::mma::choose_tiles(arch, arch, 0, rows, cuda::mma::kThisBuild, e4m3).variant;
       return v == VariantId::kNone ? std::string("none") : variant_name(v);
     };
-    out.push_back({arch, name(16), name(32), name(33), name(16, true)});
+    // sm_90a code (TREEVERIFY_CUDA_SM90A) runs more than 32 rows on the wgmma kernel.
+    const std::string more = arch == 90 && cuda::sm90::kWgmmaBuilt
+                                 ? fmt::format("wgmma-r{}-t{}", cuda::sm90::WgmmaTile::kRows,
+                                               cuda::sm90::WgmmaTile::kTokens)
+                                 : name(33);
+    out.push_back({arch, name(16), name(32), more, name(16, true)});
   }
   return out;
 }
@@ -237,16 +277,35 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
     in.kv_len = {problem.kv_len, static_cast<size_t>(problem.batch_size)};
     in.num_heads = problem.num_heads;
     in.rows_per_cta = f.rows;
-    in.tile_tokens = f.tokens;
+    // A forced chunk length need only be whole tiles of the table's variant: the wgmma
+    // kernel's last tile of a chunk may be part of one (its copies and softmax stop at the
+    // chunk's end).
+    in.tile_tokens = options.force_chunk_tokens > 0 ? facts.tokens : f.tokens;
     in.concurrent_ctas = device.sm_count * f.ctas_per_sm;
     in.costs = split_costs(f, device, kv_row_bytes(problem.kv_format, problem.dtype));
     in.forced_chunk_tokens = options.force_chunk_tokens;
     return problem.batch_size > 0 ? plan_split_schedule(in)
                                   : SplitSchedule{.chunk_tokens = f.tokens};
   };
+  // The sm_90a wgmma kernel in place of the table's 64-row variant where it applies
+  // (wgmma_blocker).
   VariantId chosen = variant;
   VariantFacts chosen_facts = facts;
-  SplitSchedule sched = schedule_for(facts);
+  const std::string no_wgmma = wgmma_blocker(sm, device.kernel_arch, options, max_rows, e4m3);
+  if (no_wgmma.empty()) {
+    int previous = 0;
+    (void)cudaGetDevice(&previous);
+    (void)cudaSetDevice(device.ordinal);
+    chosen_facts = wgmma_facts(problem.dtype);
+    (void)cudaSetDevice(previous);
+    TV_REQUIRE_CODE(StatusCode::kUnsupported,
+                    chosen_facts.ctas_per_sm > 0 &&
+                        static_cast<size_t>(chosen_facts.smem) <= device.smem_per_block_optin,
+                    "device",
+                    "the wgmma kernel needs {} bytes of shared memory per block; {} allows {}",
+                    chosen_facts.smem, where, device.smem_per_block_optin);
+  }
+  SplitSchedule sched = schedule_for(chosen_facts);
   if (forced_rows == 0 && options.force_chunk_tokens == 0) {
     for (int64_t rows : {16, 32}) {
       const VariantId v = cuda::mma::choose_tiles(sm, device.kernel_arch, options.force_config_arch,
@@ -270,6 +329,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   plan->device = device.ordinal;
   plan->state.config_arch = config_arch;
   plan->state.variant = static_cast<int32_t>(chosen);
+  plan->state.wgmma = chosen_facts.wgmma;
   plan->state.tile_tokens = chosen_facts.tokens;
   plan->state.chunk_tokens = sched.chunk_tokens;
   plan->state.num_chunks = sched.num_chunks;
@@ -285,8 +345,16 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   const bool fast = mode == KvMode::kE4M3Fast;
   plan->precision = fast ? Precision::kFast : Precision::kExact;
   plan->state.fast_products = fast;
-  plan->kernel = fmt::format("cuda-mma/{}{}{}/{}/sm{}-config", dtype_name(problem.dtype),
-                             e4m3 ? "-e4m3kv" : "", fast ? "-fast" : "", f.name, config_arch);
+  plan->kernel = f.wgmma
+                     ? fmt::format("cuda-wgmma/{}/{}/sm90a", dtype_name(problem.dtype), f.name)
+                     : fmt::format("cuda-mma/{}{}{}/{}/sm{}-config", dtype_name(problem.dtype),
+                                   e4m3 ? "-e4m3kv" : "", fast ? "-fast" : "", f.name, config_arch);
+  // On an sm_90 device, why the portable kernel runs instead of the wgmma one.
+  const std::string kernel_note =
+      f.wgmma ? ", wgmma (sm_90a): two warpgroups, Q, K, V and P from shared memory"
+      : sm == 90 && no_wgmma.empty() ? ", the portable kernel: its schedule is faster here"
+      : sm == 90                     ? ", the portable kernel (wgmma: " + no_wgmma + ")"
+                                     : "";
   // Why these tiles: the table in cuda/mma/config.h, unless the schedule took fewer rows.
   const std::string tiles = f.rows < facts.rows
                                 ? fmt::format(
@@ -300,9 +368,9 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                                 ? fmt::format(", {} partial rows to combine", sched.partial_rows)
                                 : ", no request split";
   plan->reason = fmt::format(
-      "{} runs sm_{} code; {} rows a CTA ({}){}, {}-token KV tiles{}{}; {} row block(s) x {} "
+      "{} runs sm_{} code; {} rows a CTA ({}){}{}, {}-token KV tiles{}{}; {} row block(s) x {} "
       "chunk(s) of {} tokens = {} CTAs, {} per SM{}; modelled {:.1f} us",
-      where, device.kernel_arch, f.rows, tiles,
+      where, device.kernel_arch, f.rows, tiles, kernel_note,
       f.halves ? " in two halves, one's softmax beside the other's products" : "", f.tokens,
       f.bulk ? " by bulk copies" : "",
       !e4m3  ? ""

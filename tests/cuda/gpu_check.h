@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <initializer_list>
 #include <random>
 #include <string>
@@ -55,8 +56,23 @@ inline TileConfigs runnable_tables(std::initializer_list<int> archs) {
 }
 inline const TileConfigs& tile_configs() {
   static const TileConfigs configs = [] {
-    TileConfigs c = runnable_tables({80, 120});
+    // Where the device's own choice for more than 32 rows is the wgmma kernel (sm_90a code on
+    // an sm_90 device), sm_90's table forced keeps the portable kernel's variants covered.
+    bool wgmma = false;
+    DeviceInfo device;
+    const int ordinal = detail::cuda_current_device();
+    if (detail::cuda_device_info(ordinal < 0 ? 0 : ordinal, &device).ok())
+      for (const ArchKernels& k : cuda_kernels_by_arch())
+        wgmma |= k.arch == device.kernel_arch && device.cc_major * 10 + device.cc_minor == 90 &&
+                 k.more_rows.starts_with("wgmma");
+    TileConfigs c = wgmma ? runnable_tables({80, 90, 120}) : runnable_tables({80, 120});
     c.archs.insert(c.archs.begin(), 0);  // the device's own
+    // TREEVERIFY_TEST_OWN_TABLE_ONLY=1: the device's own choice only, for a quick run of a
+    // kernel under work on the device machine (the tests then end skipped, not passed).
+    if (const char* own = std::getenv("TREEVERIFY_TEST_OWN_TABLE_ONLY"); own && own[0] == '1') {
+      c.archs = {0};
+      c.missing = "TREEVERIFY_TEST_OWN_TABLE_ONLY=1: only the device's own choice runs";
+    }
     return c;
   }();
   return configs;

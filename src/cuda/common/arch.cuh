@@ -33,6 +33,15 @@
 #define TV_HAS_MMA_E4M3 0
 #endif
 
+// Warpgroup MMA (wgmma.mma_async) with its fences: code compiled for sm_90a only (PTX ISA:
+// "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"); sm_90 without the "a" and newer
+// architectures do not have it.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TV_HAS_WGMMA 1
+#else
+#define TV_HAS_WGMMA 0
+#endif
+
 // Programmatic dependent launch (griddepcontrol): sm_90 and later.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define TV_HAS_PDL 1

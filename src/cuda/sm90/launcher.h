@@ -1,0 +1,27 @@
+// Host entry points of the sm_90a wgmma verify kernel (verify_wgmma.cuh), instantiated for bf16
+// and fp16 queries on a 16-bit cache in verify_wgmma.cu. Launch code never sees the kernel.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "build_config.h"
+#include "cuda/mma/params.h"
+#include "cuda/sm90/tile.h"
+
+namespace treeverify::cuda::sm90 {
+
+// Whether this build holds the kernel's code: its architectures include sm_90a
+// (TREEVERIFY_CUDA_ARCHS "90a"; plain "90" code has no wgmma).
+inline constexpr bool kWgmmaBuilt = TREEVERIFY_CUDA_SM90A != 0;
+
+// Raises the dynamic shared-memory limit once per device, then launches the kernel (grid: x row
+// blocks of WgmmaTile::kRows, y chunks, z requests, as the portable kernel's).
+template <typename T>
+cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid,
+                                cudaStream_t stream);
+
+// How many CTAs of the kernel one SM runs at once on the current device (0 on error).
+template <typename T>
+int verify_wgmma_ctas_per_sm();
+
+}  // namespace treeverify::cuda::sm90

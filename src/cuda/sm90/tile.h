@@ -1,0 +1,53 @@
+// The shape and shared-memory map of the sm_90a wgmma verify kernel (verify_wgmma.cuh): one
+// CTA of two consumer warpgroups and a producer warp holds 64 query rows against a 2-stage
+// pipeline of 64-token KV tiles.
+// Host code reads it for the launch, the schedule and doctor.
+#pragma once
+
+#include "cuda/common/constants.h"
+
+namespace treeverify::cuda::sm90 {
+
+struct WgmmaTile {
+  static constexpr int kRows = 64;    // query rows a CTA: wgmma's M
+  static constexpr int kTokens = 64;  // KV tokens a tile; each warpgroup scores 32 of them
+  static constexpr int kStages = 2;   // KV tiles in shared memory: the one in use, the next
+  // Two consumer warpgroups (the products and the softmax) and a producer warpgroup, whose
+  // first warp makes the copies. Registers (setmaxnreg): each SM sub-partition holds one warp
+  // of each warpgroup in its 16384 registers, so 40 a producer thread leave the consumers 232.
+  // (A producer warp alone, 9 warps, puts 3 warps on one sub-partition: 168 registers a
+  // thread, and the consumers spilled 416 bytes.)
+  static constexpr int kWarpgroups = 2;
+  static constexpr int kConsumerThreads = kWarpgroups * 128;
+  static constexpr int kProducerWarp = kConsumerThreads / 32;
+  static constexpr int kThreads = kConsumerThreads + 128;
+  static constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
+  static constexpr int kMinBlocks = 1;
+  static constexpr bool kHalves = false;  // for mma::cta_work (the portable kernel's halves)
+  // Rows of 576 values (Q, K and V) are stored in wgmma's 128-byte-swizzle layout: 9 blocks
+  // of 64 values, block b of row r the 128 bytes at b kBlockBytes + 128 r, its 16-byte unit u
+  // at unit u ^ (r % 8) (so the 8 rows of a core-matrix group fall in 8 different bank
+  // groups, and a copy writes whole 128-byte rows). The operands' 8-row groups are 1024
+  // bytes apart; every stage, Q and the shared-memory base are 1024-byte aligned.
+  static constexpr int kBlockBytes = kTokens * 128;  // 64 rows of a 64-value block: 8192
+  static constexpr int kStageBytes = kQKDim / 64 * kBlockBytes;
+  static_assert(kRows == kTokens, "Q and a KV tile share the layout");
+  // P (16-bit, rows x tokens) without swizzle: 8-row groups of kTokens values, the 8 rows
+  // interleaved 16 bytes at a time (one 128-byte core matrix: 8 values of each of 8 rows).
+  static constexpr int kPGroupBytes = 8 * kTokens * 2;  // 1024
+  // Shared memory: the KV stages; Q; P; each warpgroup's row maxima and row sums (fp32);
+  // the row's lse and 1/l for the epilogue; a "full" and an "empty" mbarrier a stage.
+  static constexpr int kQOffset = kStages * kStageBytes;
+  static constexpr int kPOffset = kQOffset + kStageBytes;
+  static constexpr int kMaxOffset = kPOffset + kRows / 8 * kPGroupBytes;
+  static constexpr int kSumOffset = kMaxOffset + kWarpgroups * kRows * 4;
+  static constexpr int kLseOffset = kSumOffset + kWarpgroups * kRows * 4;
+  static constexpr int kInvLOffset = kLseOffset + kRows * 4;
+  static constexpr int kFullOffset = kInvLOffset + kRows * 4;
+  static constexpr int kEmptyOffset = kFullOffset + kStages * 8;
+  static constexpr int kSmemBytes = kEmptyOffset + kStages * 8;
+  static_assert(kSmemBytes <= 227 * 1024, "must fit a block of sm_90");
+  static_assert(kFullOffset % 8 == 0, "mbarriers are 8-byte aligned");
+};
+
+}  // namespace treeverify::cuda::sm90

@@ -1,0 +1,399 @@
+// The sm_90a split-KV MLA tree-verify kernel: wgmma with Q, K, V and P in shared memory.
+//
+// One CTA = 64 query rows (row r of request b is node r / H, head r % H) x one chunk of that
+// request's KV sequence (WgmmaTile, tile.h). A producer warp copies the chunk's 64-token KV
+// tiles into two shared-memory stages (cp.async, 16 bytes a lane, into wgmma's core-matrix
+// layout; a "full" mbarrier a stage says a tile has landed, an "empty" one that both consumer
+// warpgroups are done with it). Per tile, consumer warpgroup g:
+//   1. S_g = Q K^T over the tile's tokens [32 g, 32 g + 32): 36 wgmma m64n32k16, both
+//      operands from shared memory, in kScoreChains accumulators.
+//   2. Online softmax of S_g (fp32, log2 units), the ancestor mask only in tiles that reach
+//      the tree region; the two warpgroups' row maxima meet in shared memory, so both hold the
+//      same running max; each keeps its own running sum. P (16-bit) goes to shared memory.
+//   3. O_g = alpha O_g + P V over output columns [256 g, 256 g + 256): 4 wgmma m64n256k16,
+//      P (all 64 tokens, both warpgroups' halves) and V (the tile's first 512 columns,
+//      N-major) from shared memory. O_g is 128 fp32 registers a thread.
+// The consumers meet at two named barriers a tile: the row maxima, P. The epilogue is the
+// portable kernel's contract: a one-chunk request writes out/lse, a split one an fp32 partial
+// and its lse (log2) for the combine kernel, and rows that come out non-finite are recomputed
+// exactly (cuda/mma/nonfinite.cuh).
+// Figures and limits: DESIGN_NOTES.md beside this file.
+#pragma once
+
+#include "cuda/common/arch.cuh"
+#include "cuda/common/bulk_copy.cuh"
+#include "cuda/mma/nonfinite.cuh"
+#include "cuda/mma/tile_ops.cuh"
+#include "cuda/sm90/tile.h"
+#include "cuda/sm90/wgmma.cuh"
+
+namespace treeverify::cuda::sm90 {
+
+using mma::CtaWork;
+using mma::VerifyKernelParams;
+using Tile = WgmmaTile;
+
+// The consumer warpgroups' barrier (named barrier 1; the producer warp never joins it).
+__device__ __forceinline__ void consumer_sync() { named_barrier_sync<1, Tile::kConsumerThreads>(); }
+
+// Where 16-byte unit u (values 8 u .. 8 u + 7) of 64-value block kb of row r lies in a Q or
+// KV tile (tile.h: the 128-byte swizzle).
+__device__ __forceinline__ uint32_t tile_offset(int r, int kb, int u) {
+  return kb * Tile::kBlockBytes + r * 128 + ((u ^ (r & 7)) << 4);
+}
+
+// The CTA's 64 query rows, rows past the request zero filled, by the consumer threads: thread
+// t copies unit t % 8 of every block of rows t / 8 and t / 8 + 32, so the 8 threads of a row
+// copy its 128 contiguous bytes and a warp's instruction fills 4 whole rows. Not committed.
+__device__ __forceinline__ void copy_q(const VerifyKernelParams& p, const CtaWork& w,
+                                       uint32_t dst) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int u = tid % 8;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = tid / 8 + 32 * i, gr = w.row0 + r;
+    const char* src = static_cast<const char*>(p.q);  // a zero fill reads nothing
+    int bytes = 0;
+    if (gr < w.rows_b) {
+      const int node = gr / p.num_heads, head = gr % p.num_heads;
+      src += ((w.q0 + node) * p.q_stride_token + head * p.q_stride_head) * 2;
+      bytes = 16;
+    }
+#pragma unroll
+    for (int kb = 0; kb < kQKDim / 64; ++kb)
+      cp_async_16(dst + tile_offset(r, kb, u), src + (bytes ? kb * 128 + u * 16 : 0), bytes);
+  }
+}
+
+// The producer warpgroup: every tile of the chunk into stage tile % 2 once the consumers have
+// released it, then each lane's arrival on the stage's full mbarrier, made when that lane's
+// copies have landed. Producer thread t copies unit t % 8 of every block of rows t / 8 + 16 i
+// (i < 4): 128 contiguous bytes of a row for 8 threads, 4 whole rows for a warp's instruction;
+// rows past the chunk are zero filled, so masked probabilities multiply finite values. The
+// page-table entries of tile t + 1 are read while tile t's copies go out. (One warp issuing
+// every copy took about 4 us a tile on the H200; the warpgroup shares them.)
+__device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
+                                        uint32_t s_base) {
+  constexpr int kProducers = Tile::kThreads - Tile::kConsumerThreads;
+  constexpr int kRowsEach = Tile::kTokens * 8 / kProducers;  // 4
+  const int pt = static_cast<int>(threadIdx.x) - Tile::kConsumerThreads;
+  const int u = pt % 8, r0 = pt / 8;
+  auto page_ids = [&](int tile, int32_t(&ids)[kRowsEach]) {
+#pragma unroll
+    for (int i = 0; i < kRowsEach; ++i) {
+      const int t = w.tok_begin + tile * Tile::kTokens + r0 + kProducers / 8 * i;
+      ids[i] = tile < n_tiles && t < w.tok_end
+                   ? __ldg(p.kv_page_indices + w.page_base + (t >> p.page_shift))
+                   : 0;
+    }
+  };
+  int32_t next[kRowsEach];
+  page_ids(0, next);
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    int32_t ids[kRowsEach];
+#pragma unroll
+    for (int i = 0; i < kRowsEach; ++i) ids[i] = next[i];
+    page_ids(tile + 1, next);
+    const int s = tile % Tile::kStages;
+    if (tile >= Tile::kStages)  // the consumers are done with the tile kStages before
+      mbar_wait(s_base + Tile::kEmptyOffset + 8 * s, (tile / Tile::kStages - 1) & 1);
+    const uint32_t stage = s_base + s * Tile::kStageBytes;
+#pragma unroll
+    for (int i = 0; i < kRowsEach; ++i) {
+      const int r = r0 + kProducers / 8 * i;
+      const int t = w.tok_begin + tile * Tile::kTokens + r;
+      const char* src = static_cast<const char*>(p.kv) + u * 16;
+      int bytes = 0;
+      if (t < w.tok_end) {
+        const int64_t row =
+            (static_cast<int64_t>(ids[i]) << p.page_shift) + (t & ((1 << p.page_shift) - 1));
+        src += row * (kQKDim * 2);
+        bytes = 16;
+      }
+#pragma unroll
+      for (int kb = 0; kb < kQKDim / 64; ++kb)
+        cp_async_16(stage + tile_offset(r, kb, u), src + kb * 128, bytes);
+    }
+    cp_async_mbar_arrive(s_base + Tile::kFullOffset + 8 * s);
+  }
+}
+
+// The online-softmax state of the two rows a thread holds in wgmma's accumulator layout:
+// rows lo = 16 (warp % 4) + lane / 4 and hi = lo + 8 of the CTA. Accumulator i of an
+// m64nN tile is row (i / 2) % 2 ? hi : lo, column 8 (i / 4) + 2 (lane % 4) + i % 2.
+struct Rows {
+  int r[2];
+  bool valid[2];
+  int node[2];                                // request-relative tree node of the row
+  const uint32_t* mask[2];                    // its ancestor bits
+  float m[2] = {mma::kNegInf, mma::kNegInf};  // running max (log2 units), both warpgroups
+  float l[2] = {0.f, 0.f};                    // running sum over this warpgroup's tokens
+};
+
+// Scores of this warpgroup's 32 tokens from `first` to probabilities: mask, row maxima shared
+// with the other warpgroup through s_max (a CTA barrier inside), P stored in the core-matrix
+// layout at s_p, and alpha (the rescale of O) returned for each row.
+template <typename T>
+__device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
+                                             float (&s)[16], int first, int wg, float* s_max,
+                                             uint8_t* s_p, Rows& rows, float (&alpha)[2]) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int col0 = 2 * (lane % 4);
+  float tile_max[2] = {mma::kNegInf, mma::kNegInf};
+  if (rows.valid[0] && rows.valid[1] && first + 32 <= min(w.prefix, w.tok_end)) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      s[i] *= p.scale_log2;
+      tile_max[(i / 2) % 2] = fmaxf(tile_max[(i / 2) % 2], s[i]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int h = (i / 2) % 2;
+      const int t = first + 8 * (i / 4) + col0 + i % 2;
+      bool visible = rows.valid[h] && t < w.tok_end;
+      if (visible && t >= w.prefix) {  // a tree token: visible iff an ancestor or itself
+        const int node = t - w.prefix;
+        visible = node == rows.node[h] || ((__ldg(rows.mask[h] + node / 32) >> (node % 32)) & 1u);
+      }
+      s[i] = visible ? s[i] * p.scale_log2 : mma::kNegInf;
+      tile_max[h] = fmaxf(tile_max[h], s[i]);
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+    if (lane % 4 == 0) s_max[wg * Tile::kRows + rows.r[h]] = tile_max[h];
+  }
+  consumer_sync();  // both warpgroups' maxima
+  float m_ref[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float other = s_max[(1 - wg) * Tile::kRows + rows.r[h]];
+    const float m_new = fmaxf(rows.m[h], fmaxf(tile_max[h], other));
+    // A row that has seen nothing yet keeps m = -inf; subtract 0 then so exp2 gives 0.
+    m_ref[h] = m_new == mma::kNegInf ? 0.f : m_new;
+    alpha[h] = mma::fast_exp2(rows.m[h] - m_ref[h]);
+    rows.m[h] = m_new;
+  }
+  float sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    s[i] = mma::fast_exp2(s[i] - m_ref[(i / 2) % 2]);
+    sum[(i / 2) % 2] += s[i];
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+    rows.l[h] = rows.l[h] * alpha[h] + sum[h];
+    // P: row r, token tau = 32 wg + 8 j + col0 of the tile, a pair a 4-byte store.
+    uint8_t* row_p = s_p + (rows.r[h] / 8) * Tile::kPGroupBytes + (rows.r[h] % 8) * 16;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int tau = 32 * wg + 8 * j + col0;
+      *reinterpret_cast<uint32_t*>(row_p + (tau / 8) * 128 + (tau % 8) * 2) =
+          pack2<T>(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]);
+    }
+  }
+}
+
+// Writes O / l as the output (one-chunk requests) or an fp32 partial and its lse (log2) for the
+// combine; a row with a non-finite value in O or l is marked NaN in s_lse for the
+// recomputation (the portable epilogue's contract, cuda/mma/tile_ops.cuh).
+template <typename T>
+__device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
+                                         const Rows& rows, const float (&o)[128], int wg,
+                                         float* s_sum, float* s_lse, float* s_inv_l) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  if (lane % 4 == 0)
+    for (int h = 0; h < 2; ++h) s_sum[wg * Tile::kRows + rows.r[h]] = rows.l[h];
+  consumer_sync();
+  if (wg == 0 && lane % 4 == 0) {
+    for (int h = 0; h < 2; ++h) {
+      const int r = rows.r[h];
+      const float l = s_sum[r] + s_sum[Tile::kRows + r];
+      s_inv_l[r] = l == 0.f ? 0.f : 1.f / l;
+      s_lse[r] = l == 0.f ? mma::kNegInf : rows.m[h] + __log2f(l);
+    }
+  }
+  consumer_sync();
+  // x * 0 is 0 for finite x and NaN otherwise; the threads sharing a row mark it by atomics.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float z = 0.f;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) z += o[4 * j + 2 * h] * 0.f + o[4 * j + 2 * h + 1] * 0.f;
+    if (z != 0.f) {
+      atomicExch(s_inv_l + rows.r[h], NAN);
+      atomicExch(s_lse + rows.r[h], NAN);
+    }
+  }
+  consumer_sync();
+  const int H = p.num_heads;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int gr = w.row0 + rows.r[h];
+    if (gr >= w.rows_b) continue;
+    const float inv_l = s_inv_l[rows.r[h]];
+    const int node = gr / H, head = gr % H;
+    const int col0 = 256 * wg + 2 * (lane % 4);
+    if (w.final_out) {
+      T* out = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
+               head * p.out_stride_head + col0;
+#pragma unroll
+      for (int j = 0; j < 32; ++j)
+        *reinterpret_cast<uint32_t*>(out + 8 * j) =
+            pack2<T>(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l);
+    } else {
+      const int64_t grow = static_cast<int64_t>(w.q0) * H + gr;
+      float* part = p.part_out + (blockIdx.y * p.total_rows + grow) * kVDim + col0;
+#pragma unroll
+      for (int j = 0; j < 32; ++j)
+        *reinterpret_cast<float2*>(part + 8 * j) =
+            make_float2(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l);
+    }
+  }
+  const int r = static_cast<int>(threadIdx.x);
+  if (r < Tile::kRows && w.row0 + r < w.rows_b) {
+    const int64_t grow = static_cast<int64_t>(w.q0) * H + w.row0 + r;
+    if (w.final_out) {
+      if (p.lse != nullptr) p.lse[grow] = s_lse[r] * kLn2;
+    } else {
+      p.part_lse[blockIdx.y * p.total_rows + grow] = s_lse[r];
+    }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
+  CtaWork w;
+  if (!mma::cta_work<Tile>(p, &w)) return;
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const uint32_t s_base = smem_addr(smem);
+  const uint32_t s_q = s_base + Tile::kQOffset, s_p_addr = s_base + Tile::kPOffset;
+  uint8_t* s_p = smem + Tile::kPOffset;
+  float* s_max = reinterpret_cast<float*>(smem + Tile::kMaxOffset);
+  float* s_sum = reinterpret_cast<float*>(smem + Tile::kSumOffset);
+  float* s_lse = reinterpret_cast<float*>(smem + Tile::kLseOffset);
+  float* s_inv_l = reinterpret_cast<float*>(smem + Tile::kInvLOffset);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int n_tiles = (w.tok_end - w.tok_begin + Tile::kTokens - 1) / Tile::kTokens;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Tile::kStages; ++s) {
+      mbar_init(s_base + Tile::kFullOffset + 8 * s, Tile::kThreads - Tile::kConsumerThreads);
+      mbar_init(s_base + Tile::kEmptyOffset + 8 * s, Tile::kConsumerThreads / 32);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();  // the mbarriers; the last barrier the producer warp joins
+  if (warp >= Tile::kProducerWarp) {
+    setmaxnreg_dec<Tile::kProducerRegisters>();
+    produce(p, w, n_tiles, s_base);
+    return;
+  }
+  setmaxnreg_inc<Tile::kConsumerRegisters>();
+
+  copy_q(p, w, s_q);
+  cp_async_commit();
+  Rows rows;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    rows.r[h] = 16 * (warp % 4) + lane / 4 + 8 * h;
+    rows.valid[h] = w.row0 + rows.r[h] < w.rows_b;
+    // A node always sees itself, so requests of one node (decode) never read the mask.
+    rows.node[h] = rows.valid[h] ? (w.row0 + rows.r[h]) / p.num_heads : 0;
+    rows.mask[h] = p.tree_mask + static_cast<int64_t>(w.q0 + rows.node[h]) * p.mask_words;
+  }
+  float o[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.f;
+  const int wg = warp / 4;
+  cp_async_wait<0>();
+  fence_proxy_async();
+  consumer_sync();  // Q, for every consumer and for wgmma's reads
+
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const int s_idx = tile % Tile::kStages;
+    const uint32_t stage = s_base + s_idx * Tile::kStageBytes;
+    mbar_wait(s_base + Tile::kFullOffset + 8 * s_idx, (tile / Tile::kStages) & 1);
+    fence_proxy_async();  // the copies (generic proxy), seen through the mbarrier, for wgmma
+
+    // S = Q K^T over this warpgroup's 32 tokens, in kChains accumulators of 576 / kChains
+    // deep each, summed in fp32 after: the tensor cores' fp32 accumulation does not round to
+    // nearest, and one 36-step chain put 4x the portable kernel's error on lse (H200: 1.1e-5
+    // against 2.5e-6, whose mma.sync chains are 9 steps, 144 deep). Three chains of 12 fit
+    // the registers a thread has beside the producer warp.
+    constexpr int kChains = 3, kSteps = kQKDim / 16;
+    float sc[kChains][16];
+#pragma unroll
+    for (int c = 0; c < kChains; ++c) fence_accumulators(sc[c]);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks)
+      wgmma_m64n32k16<T, 0>(
+          sc[ks % kChains],
+          smem_desc<Swizzle::k128B>(s_q + ks / 4 * Tile::kBlockBytes + ks % 4 * 32, 16, 1024),
+          smem_desc<Swizzle::k128B>(
+              stage + ks / 4 * Tile::kBlockBytes + 32 * wg * 128 + ks % 4 * 32, 16, 1024),
+          ks >= kChains);
+    wgmma_commit();
+    wgmma_wait<0>();
+    float s[16];
+#pragma unroll
+    for (int c = 0; c < kChains; ++c) fence_accumulators(sc[c]);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) s[i] = (sc[0][i] + sc[1][i]) + sc[2][i];
+
+    float alpha[2];
+    softmax_tile<T>(p, w, s, w.tok_begin + tile * Tile::kTokens + 32 * wg, wg, s_max, s_p, rows,
+                    alpha);
+    fence_proxy_async();
+    consumer_sync();  // P of both warpgroups
+
+    // O = alpha O + P V over this warpgroup's 256 columns.
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+      for (int i = 0; i < 128; ++i) o[i] *= alpha[(i / 2) % 2];
+    }
+    fence_accumulators(o);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < Tile::kTokens / 16; ++ks)
+      wgmma_m64n256k16<T, 1>(
+          o, smem_desc(s_p_addr + ks * 256, 128, Tile::kPGroupBytes),
+          smem_desc<Swizzle::k128B>(stage + 4 * wg * Tile::kBlockBytes + 16 * ks * 128,
+                                    Tile::kBlockBytes, 1024),
+          true);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_accumulators(o);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(s_base + Tile::kEmptyOffset + 8 * s_idx);  // this warp is done
+  }
+  epilogue<T>(p, w, rows, o, wg, s_sum, s_lse, s_inv_l);
+  consumer_sync();  // the epilogue's stores and its NaN rows in s_lse
+  // Every tile has landed (each was waited for), so the stages are free for its rows' O.
+  mma::recompute_nan_rows<T, Tile, false>(p, smem, s_lse);
+}
+
+// Compiled into sm_90a code only; elsewhere a trap (dispatch never launches it there).
+template <typename T>
+__global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
+    verify_wgmma_kernel(const __grid_constant__ VerifyKernelParams p) {
+#if TV_HAS_WGMMA
+  // Lets the combine kernel, launched as a programmatic dependent, be scheduled as SMs free up;
+  // it waits for this whole grid (griddepcontrol.wait) before reading any partial.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  verify_cta<T>(p);
+#elif TV_DEVICE_PASS
+  // A constant message: printf with arguments would need a stack frame.
+  printf(
+      "treeverify: verify_wgmma_kernel runs only in sm_90a code; dispatch should not have "
+      "launched it\n"),
+      __trap();
+#endif
+}
+
+}  // namespace treeverify::cuda::sm90
