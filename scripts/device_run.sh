@@ -24,6 +24,8 @@
 #             run, GPU time, step data rebuilt by every run, and a CUDA graph replay
 #   sass      ncu: warp-stall samples per SASS instruction of the main kernel on V4 (L cut
 #             to 65536), as csv (sass.csv) and the 40 instructions with the most samples
+#   wgsan     memcheck and racecheck over GpuVerify.EveryVariant, RaggedBatch and
+#             GpuNonFinite.EveryVariantOnce with the device's own choice only (the wgmma kernel)
 #   wgmma     the sm_90a wgmma kernel: `treeverify check` on suite and custom cases (trees,
 #             page 1, fp16, ragged, forced chunks) and GpuVerify's quick tests, then the suite's
 #             cases it runs, on it and on the portable kernel (sm_90 table forced), in one run
@@ -36,6 +38,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-device-out}
 mkdir -p "$out"
+scripts/device_unpack.sh
 export LD_LIBRARY_PATH=$PWD/.devpkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 bin=.devpkg/bin
 steps=("$@")
@@ -45,7 +48,11 @@ want() { for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1;
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
 $bin/treeverify doctor >"$out/doctor.txt" 2>&1
 if want tests; then
-  timeout 560 $bin/treeverify_gpu_tests --gtest_brief=1 >"$out/gpu_tests.log" 2>&1
+  # On sm_90a code the suite also forces the sm_90 table (the wgmma kernel is the device's own
+  # choice), which takes it past one call: TV_GTEST_FILTER='GpuVerify.*' in one call and
+  # TV_GTEST_FILTER='-GpuVerify.*' in another.
+  timeout 560 $bin/treeverify_gpu_tests --gtest_brief=1 --gtest_filter="${TV_GTEST_FILTER:-*}" \
+    >"$out/gpu_tests.log" 2>&1
   echo "gpu tests: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/gpu_tests.log" | tr '\n' ' ')"
   # The error figures: the largest of each kernel kind against each oracle, plain data and
   # outlier channels (the "accuracy" lines of tests/cuda/gpu_check.h).
@@ -73,6 +80,16 @@ if [ ${#tools[@]} -gt 0 ]; then
       --gtest_brief=1 --gtest_filter='GpuVerify.Heads:GpuVerify.StepDataFollowsThePlan:GpuVerify.GraphBringsItsOwnStepData:GpuVerify.ChunkLengths:GpuNonFinite.EveryVariantOnce:GpuE4M3.EveryVariantAndDtype:GpuFast.EveryVariantAndDtype:GpuFast.NanCodeReachesOnlyTheRowsThatSeeIt:GpuErrors.StridedQueryMatchesContiguous:KvCommitGpu*' >"$out/sanitize_$tool.tmp" 2>&1
     echo "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$out/sanitize_$tool.tmp" | tr '\n' ' ')"
     cat "$out/sanitize_$tool.tmp" >>"$out/sanitize.log" && rm "$out/sanitize_$tool.tmp"
+  done
+fi
+# The wgmma kernel under both tools: the device's own choice only, on tests whose cases it runs.
+if want wgsan; then
+  for tool in memcheck racecheck; do
+    TREEVERIFY_TEST_OWN_TABLE_ONLY=1 timeout 250 compute-sanitizer --tool $tool --error-exitcode 9 \
+      $bin/treeverify_gpu_tests --gtest_brief=1 \
+      --gtest_filter='GpuVerify.EveryVariant:GpuVerify.RaggedBatch:GpuNonFinite.EveryVariantOnce' \
+      >"$out/wgsan_$tool.log" 2>&1
+    echo "compute-sanitizer $tool (wgmma): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$out/wgsan_$tool.log" | tr '\n' ' ')"
   done
 fi
 if want python; then

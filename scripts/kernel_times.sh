@@ -9,6 +9,7 @@
 # warm-up (which builds the step's mask), then runs that launch only what every layer does.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+scripts/device_unpack.sh
 export LD_LIBRARY_PATH=$PWD/.devpkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 bin=${TV_BIN:-.devpkg/bin/treeverify}
 ncu --clock-control none ${NCU_ARGS:-} --csv --print-units base --metrics gpu__time_duration.sum \

@@ -350,11 +350,12 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                      : fmt::format("cuda-mma/{}{}{}/{}/sm{}-config", dtype_name(problem.dtype),
                                    e4m3 ? "-e4m3kv" : "", fast ? "-fast" : "", f.name, config_arch);
   // On an sm_90 device, why the portable kernel runs instead of the wgmma one.
-  const std::string kernel_note =
-      f.wgmma ? ", wgmma (sm_90a): two warpgroups, Q, K, V and P from shared memory"
-      : sm == 90 && no_wgmma.empty() ? ", the portable kernel: its schedule is faster here"
-      : sm == 90                     ? ", the portable kernel (wgmma: " + no_wgmma + ")"
-                                     : "";
+  const std::string kernel_note = f.wgmma ? ", wgmma (sm_90a): two consumer warpgroups and a "
+                                            "producer, Q, K, V and P from shared memory"
+                                  : sm == 90 && no_wgmma.empty()
+                                      ? ", the portable kernel: its schedule is faster here"
+                                  : sm == 90 ? ", the portable kernel (wgmma: " + no_wgmma + ")"
+                                             : "";
   // Why these tiles: the table in cuda/mma/config.h, unless the schedule took fewer rows.
   const std::string tiles = f.rows < facts.rows
                                 ? fmt::format(
