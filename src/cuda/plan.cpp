@@ -10,6 +10,7 @@
 #include "core/split_schedule.h"
 #include "cuda/mma/build.h"
 #include "cuda/mma/launcher.h"
+#include "cuda/sm90/choice.h"
 #include "cuda/sm90/launcher.h"
 #include "cuda/step_data.h"
 #include "cuda/workspace.h"
@@ -71,22 +72,6 @@ VariantFacts wgmma_facts(DType dtype) {
                       false,
                       fmt::format("wgmma-r{}-t{}", WgmmaTile::kRows, WgmmaTile::kTokens),
                       true};
-}
-
-// Why a call on an sm_<sm> device whose code is sm_<code_arch> does not run the wgmma kernel
-// (empty when it does): it exists in sm_90a code only, for 16-bit caches, and takes requests of
-// more than 32 rows (the 64-row CTAs of the sm_90 table), unless a tile table or a row count
-// other than 64 is forced (the tests force sm_90's table to keep the portable kernel covered).
-std::string wgmma_blocker(int sm, int code_arch, const PlanOptions& options, int64_t max_rows,
-                          bool e4m3) {
-  if (sm != 90 || code_arch != 90) return "not an sm_90 device running sm_90 code";
-  if (!cuda::sm90::kWgmmaBuilt) return "this build has no sm_90a code (TREEVERIFY_CUDA_ARCHS 90a)";
-  if (options.force_config_arch > 0) return "a tile table is forced";
-  if (e4m3) return "e4m3 caches run the portable kernel";
-  if (options.force_rows_per_cta != 0 && options.force_rows_per_cta != 64)
-    return fmt::format("{} rows a CTA forced", options.force_rows_per_cta);
-  if (options.force_rows_per_cta == 0 && max_rows <= 32) return "no request has more than 32 rows";
-  return {};
 }
 
 // variant_facts on `device`, made current for the occupancy query, the caller's restored.
@@ -288,10 +273,17 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                                   : SplitSchedule{.chunk_tokens = f.tokens};
   };
   // The sm_90a wgmma kernel in place of the table's 64-row variant where it applies
-  // (wgmma_blocker).
+  // (cuda/sm90/choice.h).
   VariantId chosen = variant;
   VariantFacts chosen_facts = facts;
-  const std::string no_wgmma = wgmma_blocker(sm, device.kernel_arch, options, max_rows, e4m3);
+  const char* blocker = cuda::sm90::wgmma_blocker({.device_sm = sm,
+                                                   .code_arch = device.kernel_arch,
+                                                   .built = cuda::sm90::kWgmmaBuilt,
+                                                   .forced_config_arch = options.force_config_arch,
+                                                   .forced_rows = forced_rows,
+                                                   .max_rows = max_rows,
+                                                   .e4m3 = e4m3});
+  const std::string no_wgmma = blocker != nullptr ? blocker : "";
   if (no_wgmma.empty()) {
     int previous = 0;
     (void)cudaGetDevice(&previous);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda/mma/config.h"
+#include "cuda/sm90/choice.h"
 
 namespace treeverify::cuda::mma {
 namespace {
@@ -173,6 +174,37 @@ TEST(TileConfig, JitCompiledOlderCodeFallsBackToItsOwnTable) {
       variant_in_build(choose_tiles(90, 86, 80, 128, kReleaseAll).variant, 86, kReleaseAll));
   EXPECT_EQ(choose_tiles(90, 90, 80, 128, kReleaseBuild).variant, VariantId::kWide3);
   EXPECT_FALSE(variant_in_build(VariantId::kWide3, 90, kReleaseBuild));
+}
+
+// The sm_90a wgmma kernel (cuda/sm90/choice.h): sm_90 devices running sm_90a code, 16-bit
+// caches, more than 32 rows, nothing forced but 64 rows.
+TEST(TileConfig, WgmmaKernelOnlyWhereItApplies) {
+  using sm90::wgmma_blocker;
+  using sm90::WgmmaQuery;
+  const WgmmaQuery v1{.device_sm = 90,
+                      .code_arch = 90,
+                      .built = true,
+                      .forced_config_arch = 0,
+                      .forced_rows = 0,
+                      .max_rows = 128,
+                      .e4m3 = false};
+  EXPECT_EQ(wgmma_blocker(v1), nullptr);
+  auto with = [&](auto change) {
+    WgmmaQuery q = v1;
+    change(q);
+    return wgmma_blocker(q);
+  };
+  EXPECT_NE(with([](WgmmaQuery& q) { q.device_sm = 100, q.code_arch = 100; }), nullptr);
+  EXPECT_NE(with([](WgmmaQuery& q) { q.device_sm = 120, q.code_arch = 120; }), nullptr);
+  EXPECT_NE(with([](WgmmaQuery& q) { q.code_arch = 89; }), nullptr);  // sm_89 PTX JIT on an H200
+  EXPECT_NE(with([](WgmmaQuery& q) { q.built = false; }), nullptr);   // "90" without the "a"
+  EXPECT_NE(with([](WgmmaQuery& q) { q.forced_config_arch = 90; }), nullptr);
+  EXPECT_NE(with([](WgmmaQuery& q) { q.e4m3 = true; }), nullptr);
+  EXPECT_NE(with([](WgmmaQuery& q) { q.forced_rows = 32; }), nullptr);
+  EXPECT_EQ(with([](WgmmaQuery& q) { q.forced_rows = 64; }), nullptr);
+  EXPECT_NE(with([](WgmmaQuery& q) { q.max_rows = 32; }), nullptr);  // the 32-row CTAs' case
+  EXPECT_EQ(with([](WgmmaQuery& q) { q.max_rows = 33; }), nullptr);
+  EXPECT_EQ(with([](WgmmaQuery& q) { q.max_rows = 16, q.forced_rows = 64; }), nullptr);
 }
 
 }  // namespace
