@@ -2,7 +2,7 @@
 # Configures and builds treeverify into ./build (or $BUILD_DIR). The CUDA backend is built
 # when nvcc is found (PATH or /usr/local/cuda); extra CMake arguments pass through, e.g.
 #   scripts/build.sh -DTREEVERIFY_CUDA=OFF
-#   scripts/build.sh -DTREEVERIFY_CUDA_ARCHS=90        (default: the GPU here, else all six)
+#   scripts/build.sh -DTREEVERIFY_CUDA_ARCHS=90a       (default: the GPU here, else all six)
 #   scripts/build.sh -DTREEVERIFY_CUDA_ARCHS=release   (all six, for packaging)
 #   scripts/build.sh -DTREEVERIFY_ALL_VARIANTS=ON      (every kernel variant that fits each
 #                                   architecture; the default, AUTO, does so for one with tests)

@@ -12,7 +12,7 @@
 # could run its CUDA code here, and the C++ build already compiles the kernels for every
 # release architecture. With a GPU it is built for that GPU's architecture only (the six
 # release architectures would take many minutes inside pip). Override with
-# TREEVERIFY_CUDA=ON|OFF and TREEVERIFY_CUDA_ARCHS="80;90" in the environment.
+# TREEVERIFY_CUDA=ON|OFF and TREEVERIFY_CUDA_ARCHS="80;90a" in the environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -31,7 +31,8 @@ if command -v nvidia-smi >/dev/null 2>&1; then
   gpu_arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ' || true)
 fi
 cuda=${TREEVERIFY_CUDA:-$([[ -n "$gpu_arch" ]] && echo AUTO || echo OFF)}
-archs=${TREEVERIFY_CUDA_ARCHS:-${gpu_arch:-80;86;89;90;100;120}}
+[[ "$gpu_arch" == 90 ]] && gpu_arch=90a  # Hopper's code is sm_90a: it holds the wgmma kernel
+archs=${TREEVERIFY_CUDA_ARCHS:-${gpu_arch:-release}}
 echo "python_test: building treeverify (TREEVERIFY_CUDA=$cuda, archs $archs)"
 
 jobs=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}

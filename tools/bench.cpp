@@ -165,7 +165,7 @@ void print_row(const nlohmann::json& r) {
   // e4m3 rows name the precision that ran beside the kernel: a fast request may run exact.
   std::string kernel = r.value("kernel", "-");
   if (r.value("kv_format", "") == "e4m3") kernel += " (" + r.value("precision", "?") + ")";
-  fmt::print("{:<7} {:>4} {:>6} {:>8} {:>8}  {:<14} {:<34} {:<5}", r["case"].get<std::string>(),
+  fmt::print("{:<7} {:>4} {:>6} {:>8} {:>8}  {:<14} {:<35} {:<5}", r["case"].get<std::string>(),
              r["heads"].get<int>(), format_lengths(r["tree"].get<std::vector<int32_t>>()), l_run,
              l_checked, r.value("backend", "-"), kernel,
              !r.contains("check")             ? "-"
@@ -272,7 +272,7 @@ int run_bench(const BenchFlags& flags) {
                  c["bandwidth_how"].get<std::string>(), c["mma_tflops"].get<double>(),
                  c["mma_how"].get<std::string>());
     }
-    fmt::print("\n{:<7} {:>4} {:>6} {:>8} {:>8}  {:<14} {:<34} {:<5} {:>10} {:>8} {:>8} {:>6}\n",
+    fmt::print("\n{:<7} {:>4} {:>6} {:>8} {:>8}  {:<14} {:<35} {:<5} {:>10} {:>8} {:>8} {:>6}\n",
                "case", "H", "T", "L run", "L check", "backend", "kernel", "check", "ms", "GB/s",
                "TFLOP/s", "roof");
     std::fflush(stdout);

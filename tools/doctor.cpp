@@ -233,8 +233,9 @@ int run_doctor(const DoctorFlags& flags) {
       } else {
         fmt::print(
             "      runs: NO, no compiled architecture runs on sm_{}{} (compiled: {}); "
-            "rebuild with TREEVERIFY_CUDA_ARCHS including {}{}\n",
-            d.cc_major, d.cc_minor, archs_text(build.cuda_archs), d.cc_major, d.cc_minor);
+            "rebuild with TREEVERIFY_CUDA_ARCHS including {}{}{}\n",
+            d.cc_major, d.cc_minor, archs_text(build.cuda_archs, build.cuda_sm90a), d.cc_major,
+            d.cc_minor, d.cc_major == 9 && d.cc_minor == 0 ? "a" : "");
       }
     }
     if (!note.empty()) fmt::print("  note: {}\n", note);

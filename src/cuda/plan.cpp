@@ -92,8 +92,9 @@ VariantFacts variant_facts_on(const DeviceInfo& device, VariantId v, DType dtype
 // tables use the same figures: they steer the choice, never the result.
 SplitCosts split_costs(const VariantFacts& facts, const DeviceInfo& device, int token_bytes) {
   SplitCosts c;
-  // The wgmma kernel (64 rows, 64-token tiles): 37 ns a token (V4 on the H200, 2026-12-01:
-  // 3.31 ms, 2.36 us a tile); its fixed cost a CTA is not measured apart: the 64-row figure.
+  // The wgmma kernel (64 rows, 64-token tiles): 37 ns a token (V4 on the H200, 2026-12-01,
+  // bench/results/h200-2026-12-01-wgmma: 3.22-3.26 ms, 2.3 us a tile of each CTA); its fixed
+  // cost a CTA is not measured apart: the portable 64-row figure.
   c.token_ns = facts.wgmma ? 37 : facts.rows == 64 ? 62 : facts.rows == 32 ? 39 : 60;
   c.cta_ns = facts.rows == 64 ? 12000 : 9500;
   c.combine_ns = 3000;
@@ -203,8 +204,8 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                   where);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, device.has_kernel_code, "device",
                   "{} has no code in this build (compiled for {}); rebuild with "
-                  "TREEVERIFY_CUDA_ARCHS including {}",
-                  where, compiled, sm);
+                  "TREEVERIFY_CUDA_ARCHS including {}{}",
+                  where, compiled, sm, sm == 90 ? "a" : "");
   // 16-row CTAs when no request has more rows (decode with H <= 16): half the tensor work per
   // KV tile, and two CTAs per SM; 32-row CTAs up to 32 rows, 64-row CTAs above.
   // device.kernel_arch is the architecture the loaded device code was compiled for.
@@ -283,19 +284,20 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                                                    .forced_rows = forced_rows,
                                                    .max_rows = max_rows,
                                                    .e4m3 = e4m3});
-  const std::string no_wgmma = blocker != nullptr ? blocker : "";
+  std::string no_wgmma = blocker != nullptr ? blocker : "";
   if (no_wgmma.empty()) {
     int previous = 0;
     (void)cudaGetDevice(&previous);
     (void)cudaSetDevice(device.ordinal);
-    chosen_facts = wgmma_facts(problem.dtype);
+    const VariantFacts wf = wgmma_facts(problem.dtype);
     (void)cudaSetDevice(previous);
-    TV_REQUIRE_CODE(StatusCode::kUnsupported,
-                    chosen_facts.ctas_per_sm > 0 &&
-                        static_cast<size_t>(chosen_facts.smem) <= device.smem_per_block_optin,
-                    "device",
-                    "the wgmma kernel needs {} bytes of shared memory per block; {} allows {}",
-                    chosen_facts.smem, where, device.smem_per_block_optin);
+    // A device that cannot hold it (an sm_90 part with less shared memory a block) keeps the
+    // portable kernel, which the checks above found runnable.
+    if (wf.ctas_per_sm > 0 && static_cast<size_t>(wf.smem) <= device.smem_per_block_optin)
+      chosen_facts = wf;
+    else
+      no_wgmma = fmt::format("its {} bytes of shared memory a block do not fit ({} allows {})",
+                             wf.smem, where, device.smem_per_block_optin);
   }
   SplitSchedule sched = schedule_for(chosen_facts);
   if (forced_rows == 0 && options.force_chunk_tokens == 0) {

@@ -33,7 +33,8 @@ struct VerifyKernelParams {
   float* part_lse;           // [num_chunks, total_q * H] fp32 (workspace), log2 units
   int32_t num_heads;
   int32_t page_shift;    // log2(page_size)
-  int32_t chunk_tokens;  // multiple of the variant's kTokens
+  int32_t chunk_tokens;  // a multiple of the variant's kTokens (the wgmma kernel's 64-token
+                         // tiles: of 32 when forced; a chunk's last tile may be partial)
   int32_t num_chunks;    // grid.y: the most chunks any request has
   // Batch 1: the request's node count and kv_len, the plan's (the index arrays must hold the
   // values plan() was given, verify.h), so a CTA reads no metadata from memory before its

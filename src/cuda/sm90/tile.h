@@ -1,5 +1,5 @@
 // The shape and shared-memory map of the sm_90a wgmma verify kernel (verify_wgmma.cuh): one
-// CTA of two consumer warpgroups and a producer warp holds 64 query rows against a 2-stage
+// CTA of two consumer warpgroups and a producer warpgroup holds 64 query rows against a 2-stage
 // pipeline of 64-token KV tiles.
 // Host code reads it for the launch, the schedule and doctor.
 #pragma once
@@ -12,8 +12,8 @@ struct WgmmaTile {
   static constexpr int kRows = 64;    // query rows a CTA: wgmma's M
   static constexpr int kTokens = 64;  // KV tokens a tile; each warpgroup scores 32 of them
   static constexpr int kStages = 2;   // KV tiles in shared memory: the one in use, the next
-  // Two consumer warpgroups (the products and the softmax) and a producer warpgroup, whose
-  // first warp makes the copies. Registers (setmaxnreg): each SM sub-partition holds one warp
+  // Two consumer warpgroups (the products and the softmax) and a producer warpgroup (the
+  // copies, all 128 threads). Registers (setmaxnreg): each SM sub-partition holds one warp
   // of each warpgroup in its 16384 registers, so 40 a producer thread leave the consumers 232.
   // (A producer warp alone, 9 warps, puts 3 warps on one sub-partition: 168 registers a
   // thread, and the consumers spilled 416 bytes.)

@@ -1,12 +1,12 @@
 // The sm_90a split-KV MLA tree-verify kernel: wgmma with Q, K, V and P in shared memory.
 //
 // One CTA = 64 query rows (row r of request b is node r / H, head r % H) x one chunk of that
-// request's KV sequence (WgmmaTile, tile.h). A producer warp copies the chunk's 64-token KV
-// tiles into two shared-memory stages (cp.async, 16 bytes a lane, into wgmma's core-matrix
-// layout; a "full" mbarrier a stage says a tile has landed, an "empty" one that both consumer
-// warpgroups are done with it). Per tile, consumer warpgroup g:
+// request's KV sequence (WgmmaTile, tile.h). A producer warpgroup copies the chunk's 64-token
+// KV tiles into two shared-memory stages (cp.async, 16 bytes a thread, into wgmma's
+// 128-byte-swizzle layout; a "full" mbarrier a stage says a tile has landed, an "empty" one
+// that both consumer warpgroups are done with it). Per tile, consumer warpgroup g:
 //   1. S_g = Q K^T over the tile's tokens [32 g, 32 g + 32): 36 wgmma m64n32k16, both
-//      operands from shared memory, in kScoreChains accumulators.
+//      operands from shared memory, in three accumulator chains (kChains).
 //   2. Online softmax of S_g (fp32, log2 units), the ancestor mask only in tiles that reach
 //      the tree region; the two warpgroups' row maxima meet in shared memory, so both hold the
 //      same running max; each keeps its own running sum. P (16-bit) goes to shared memory.
@@ -32,8 +32,11 @@ namespace treeverify::cuda::sm90 {
 using mma::CtaWork;
 using mma::VerifyKernelParams;
 using Tile = WgmmaTile;
+// mma::recompute_nan_rows, which the epilogue calls, spreads a CTA's rows over the portable
+// kernel's 8 warps: the consumer warps here.
+static_assert(Tile::kConsumerThreads == mma::kThreads);
 
-// The consumer warpgroups' barrier (named barrier 1; the producer warp never joins it).
+// The consumer warpgroups' barrier (named barrier 1; the producer warpgroup never joins it).
 __device__ __forceinline__ void consumer_sync() { named_barrier_sync<1, Tile::kConsumerThreads>(); }
 
 // Where 16-byte unit u (values 8 u .. 8 u + 7) of 64-value block kb of row r lies in a Q or
@@ -131,8 +134,8 @@ struct Rows {
 };
 
 // Scores of this warpgroup's 32 tokens from `first` to probabilities: mask, row maxima shared
-// with the other warpgroup through s_max (a CTA barrier inside), P stored in the core-matrix
-// layout at s_p, and alpha (the rescale of O) returned for each row.
+// with the other warpgroup through s_max (the consumers' named barrier inside), P stored in
+// the core-matrix layout at s_p, and alpha (the rescale of O) returned for each row.
 template <typename T>
 __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
                                              float (&s)[16], int first, int wg, float* s_max,
@@ -287,7 +290,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     }
     mbar_init_fence();
   }
-  __syncthreads();  // the mbarriers; the last barrier the producer warp joins
+  __syncthreads();  // the mbarriers; the last barrier the producer warpgroup joins
   if (warp >= Tile::kProducerWarp) {
     setmaxnreg_dec<Tile::kProducerRegisters>();
     produce(p, w, n_tiles, s_base);
@@ -324,7 +327,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     // deep each, summed in fp32 after: the tensor cores' fp32 accumulation does not round to
     // nearest, and one 36-step chain put 4x the portable kernel's error on lse (H200: 1.1e-5
     // against 2.5e-6, whose mma.sync chains are 9 steps, 144 deep). Three chains of 12 fit
-    // the registers a thread has beside the producer warp.
+    // the registers a consumer thread has beside the producer warpgroup.
     constexpr int kChains = 3, kSteps = kQKDim / 16;
     float sc[kChains][16];
 #pragma unroll
