@@ -11,6 +11,7 @@
 #include "cuda/common/arch.cuh"
 #include "cuda/common/bulk_copy.cuh"
 #include "cuda/common/constants.h"
+#include "cuda/common/fp8_convert.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/mma/config.h"
 #include "cuda/mma/params.h"
@@ -165,7 +166,7 @@ __device__ __forceinline__ float e4m3_to_float(uint32_t b) {
 
 // Four e4m3 codes (low byte first) as two fp16 pairs: bytes 0, 1 to `lo`, 2, 3 to `hi`. Two
 // cvt.rn.f16x2.e4m3x2 on sm_89+ (ptxas reads the high half in place: F2FP ... R.H1); before
-// sm_89, cuda_fp8.h's integer code. Exact, NaN kept.
+// sm_89, cuda_fp8.h's integer code (fp8_convert.h). Exact, NaN kept.
 __device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n"
@@ -173,12 +174,7 @@ __device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t x, uint32_t& lo, uint
       : "=r"(lo), "=r"(hi)
       : "r"(x));
 #else
-  auto two = [](uint32_t b) {
-    const __half2_raw h =
-        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(b), __NV_E4M3);
-    return static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
-  };
-  lo = two(x & 0xffffu), hi = two(x >> 16);
+  e4m3x4_to_f16x2x2_generic(x, lo, hi);  // checked on the CPU (fp8_convert.h)
 #endif
 }
 
