@@ -47,5 +47,12 @@ function(tv_resolve_cuda_archs)
   else()
     set(archs ${request})
   endif()
+  # Code for sm_90 and for sm_90a would serve the same GPUs and the driver may load either,
+  # while only sm_90a holds the wgmma kernel, which dispatch then counts on: keep 90a.
+  if("90a" IN_LIST archs AND "90" IN_LIST archs)
+    list(REMOVE_ITEM archs "90")
+    message(STATUS "treeverify: both 90 and 90a asked: building 90a only (it holds the wgmma "
+                   "kernel and runs on every sm_90 GPU)")
+  endif()
   set(TREEVERIFY_CUDA_ARCHS "${archs}" PARENT_SCOPE)
 endfunction()
