@@ -13,7 +13,6 @@ for r in barrier long_scoreboard short_scoreboard mio_throttle math_pipe_throttl
   metrics+="${m}_${r}_per_issue_active.ratio,"
 done
 metrics+="sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,"
-metrics+="sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,"
 metrics+="l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,smsp__inst_executed.sum,"
 metrics+="sm__inst_executed_pipe_tensor_op_hmma.sum,lts__t_sectors_srcunit_tex_op_read.sum,"
 metrics+="smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__warps_active.avg.per_cycle_active,"
@@ -21,4 +20,4 @@ metrics+="l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,sm__cycles_elapsed.avg,
 metrics+="dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct"
 ncu --clock-control none --kernel-name regex:${KERNEL:-verify_mma} --launch-skip 2 --launch-count 1 \
   --metrics "$metrics" .devpkg/bin/treeverify bench --backend cuda-mma --iters 1 --warmup 2 "$@" 2>&1 |
-  grep -E "stalled|hmma|gmma|bank|inst_exec|lts__|issue_active|warps_active|wavefronts|cycles_elapsed|duration|dram__|verify_(mma|wgmma)_kernel<"
+  grep -E "stalled|hmma|bank|inst_exec|lts__|issue_active|warps_active|wavefronts|cycles_elapsed|duration|dram__|verify_(mma|wgmma)_kernel<"

@@ -59,6 +59,11 @@ VariantFacts variant_facts(VariantId v, DType dtype, KvMode mode) {
   });
 }
 
+// "wgmma-r<rows>-t<tokens>", the wgmma kernel's part of Plan::kernel and doctor's name for it.
+std::string wgmma_name() {
+  return fmt::format("wgmma-r{}-t{}", cuda::sm90::WgmmaTile::kRows, cuda::sm90::WgmmaTile::kTokens);
+}
+
 // The same facts for the sm_90a wgmma kernel on the current device.
 VariantFacts wgmma_facts(DType dtype) {
   using cuda::sm90::WgmmaTile;
@@ -70,18 +75,22 @@ VariantFacts wgmma_facts(DType dtype) {
                       ctas,
                       false,
                       false,
-                      fmt::format("wgmma-r{}-t{}", WgmmaTile::kRows, WgmmaTile::kTokens),
+                      wgmma_name(),
                       true};
 }
 
-// variant_facts on `device`, made current for the occupancy query, the caller's restored.
-VariantFacts variant_facts_on(const DeviceInfo& device, VariantId v, DType dtype, KvMode mode) {
+// facts() with `device` made current for its occupancy query, the caller's device restored.
+template <class Facts>
+VariantFacts facts_on(const DeviceInfo& device, Facts facts) {
   int previous = 0;
   (void)cudaGetDevice(&previous);
   (void)cudaSetDevice(device.ordinal);
-  VariantFacts facts = variant_facts(v, dtype, mode);
+  VariantFacts f = facts();
   (void)cudaSetDevice(previous);
-  return facts;
+  return f;
+}
+VariantFacts variant_facts_on(const DeviceInfo& device, VariantId v, DType dtype, KvMode mode) {
+  return facts_on(device, [&] { return variant_facts(v, dtype, mode); });
 }
 
 // The split schedule's cost model for a variant on a device (split_schedule.h). Measured on
@@ -183,10 +192,7 @@ std::vector<ArchKernels> cuda_kernels_by_arch() {
       return v == VariantId::kNone ? std::string("none") : variant_name(v);
     };
     // sm_90a code (TREEVERIFY_CUDA_SM90A) runs more than 32 rows on the wgmma kernel.
-    const std::string more = arch == 90 && cuda::sm90::kWgmmaBuilt
-                                 ? fmt::format("wgmma-r{}-t{}", cuda::sm90::WgmmaTile::kRows,
-                                               cuda::sm90::WgmmaTile::kTokens)
-                                 : name(33);
+    const std::string more = arch == 90 && cuda::sm90::kWgmmaBuilt ? wgmma_name() : name(33);
     out.push_back({arch, name(16), name(32), more, name(16, true)});
   }
   return out;
@@ -286,11 +292,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                                                    .e4m3 = e4m3});
   std::string no_wgmma = blocker != nullptr ? blocker : "";
   if (no_wgmma.empty()) {
-    int previous = 0;
-    (void)cudaGetDevice(&previous);
-    (void)cudaSetDevice(device.ordinal);
-    const VariantFacts wf = wgmma_facts(problem.dtype);
-    (void)cudaSetDevice(previous);
+    const VariantFacts wf = facts_on(device, [&] { return wgmma_facts(problem.dtype); });
     // A device that cannot hold it (an sm_90 part with less shared memory a block) keeps the
     // portable kernel, which the checks above found runnable.
     if (wf.ctas_per_sm > 0 && static_cast<size_t>(wf.smem) <= device.smem_per_block_optin)
