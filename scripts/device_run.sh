@@ -28,7 +28,8 @@
 #             tests that run it, and racecheck, over EveryVariant and GpuNonFinite's
 #   wgmma     the sm_90a wgmma kernel: `treeverify check` on suite and custom cases (trees,
 #             page 1, fp16, ragged, forced chunks) and GpuVerify's quick tests, then the suite's
-#             cases it runs, on it and on the portable kernel (sm_90 table forced), in one run
+#             cases it runs, twice, and on the portable kernel (sm_90 table forced), and ncu
+#             profiles of V1 and V4 (TV_WG_PORTABLE=0, TV_WG_PROFILE=0 leave those two out)
 #   profile   ncu: stall reasons of the main kernel on V4 (L cut to 65536) and on V1 at page
 #             size 1 and 64, every kernel's duration in one D1 call, and the sm_80 tile
 #             configuration forced on V1/V4
@@ -127,15 +128,19 @@ if want wgmma; then
   } >"$out/wgmma_check.txt" 2>&1
   grep -E "^case|kernel|PASS|FAIL|ERROR|rror|^\[  (PASSED|FAILED)" "$out/wgmma_check.txt" | cut -c1-220
   cases=(V1 V2 V3 V4 D2 S1 S2 R1)
-  timeout 150 $bin/treeverify bench --backend cuda-mma "${cases[@]}" >"$out/bench_wgmma.txt" 2>&1
-  timeout 150 $bin/treeverify bench --backend cuda-mma --config-arch 90 "${cases[@]}" >"$out/bench_portable.txt" 2>&1
-  grep -h -E "^gpu|^(V|D|R|S)[0-9]|rror" "$out/bench_wgmma.txt" "$out/bench_portable.txt"
-  {
+  for run in 1 2; do
+    timeout 150 $bin/treeverify bench --backend cuda-mma "${cases[@]}" >"$out/bench_wgmma$run.txt" 2>&1
+  done
+  # TV_WG_PORTABLE=0 leaves out the portable kernel's run, TV_WG_PROFILE=0 the ncu profiles.
+  [ "${TV_WG_PORTABLE:-1}" = 1 ] &&
+    timeout 150 $bin/treeverify bench --backend cuda-mma --config-arch 90 "${cases[@]}" >"$out/bench_portable.txt" 2>&1
+  grep -h -E "^gpu|^(V|D|R|S)[0-9]|rror" "$out"/bench_wgmma?.txt "$out"/bench_portable.txt 2>/dev/null
+  [ "${TV_WG_PROFILE:-1}" = 1 ] && {
     echo "== wgmma V1"; KERNEL=verify_wgmma timeout 120 scripts/ncu_stalls.sh V1
     echo "== wgmma V4 at L 65536"
     KERNEL=verify_wgmma timeout 120 scripts/ncu_stalls.sh --heads 64 --tree 64 --prefix 65536 --page 64
   } >"$out/wgmma_profile.txt" 2>&1
-  grep -E "^==|gmma_cycles|issue_active|duration|dram__throughput|hit_rate|stalled_(barrier|long|short|mio|math|wait)" "$out/wgmma_profile.txt"
+  grep -E "^==|gmma_cycles|issue_active|duration|dram__throughput|hit_rate|stalled_(barrier|long|short|mio|math|wait)" "$out/wgmma_profile.txt" 2>/dev/null
 fi
 if want profile; then
   {

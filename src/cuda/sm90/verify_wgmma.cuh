@@ -317,6 +317,12 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   fence_proxy_async();
   consumer_sync();  // Q, for every consumer and for wgmma's reads
 
+  // The operands' descriptors, built once: a k step adds a constant to the start address
+  // field (addresses stay below 256 KB, so the 14-bit field never carries).
+  const uint64_t q_desc = smem_desc<Swizzle::k128B>(s_q, 16, 1024);
+  const uint64_t p_desc = smem_desc(s_p_addr, 128, Tile::kPGroupBytes);
+  auto plus = [](uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); };
+
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int s_idx = tile % Tile::kStages;
     const uint32_t stage = s_base + s_idx * Tile::kStageBytes;
@@ -333,14 +339,12 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
 #pragma unroll
     for (int c = 0; c < kChains; ++c) fence_accumulators(sc[c]);
     wgmma_fence();
+    const uint64_t k_desc = smem_desc<Swizzle::k128B>(stage + 32 * wg * 128, 16, 1024);
 #pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks)
-      wgmma_m64n32k16<T, 0>(
-          sc[ks % kChains],
-          smem_desc<Swizzle::k128B>(s_q + ks / 4 * Tile::kBlockBytes + ks % 4 * 32, 16, 1024),
-          smem_desc<Swizzle::k128B>(
-              stage + ks / 4 * Tile::kBlockBytes + 32 * wg * 128 + ks % 4 * 32, 16, 1024),
-          ks >= kChains);
+    for (int ks = 0; ks < kSteps; ++ks) {
+      const uint32_t at = ks / 4 * Tile::kBlockBytes + ks % 4 * 32;
+      wgmma_m64n32k16<T, 0>(sc[ks % kChains], plus(q_desc, at), plus(k_desc, at), ks >= kChains);
+    }
     wgmma_commit();
     wgmma_wait<0>();
     float s[16];
@@ -362,13 +366,11 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     }
     fence_accumulators(o);
     wgmma_fence();
+    const uint64_t v_desc =
+        smem_desc<Swizzle::k128B>(stage + 4 * wg * Tile::kBlockBytes, Tile::kBlockBytes, 1024);
 #pragma unroll
     for (int ks = 0; ks < Tile::kTokens / 16; ++ks)
-      wgmma_m64n256k16<T, 1>(
-          o, smem_desc(s_p_addr + ks * 256, 128, Tile::kPGroupBytes),
-          smem_desc<Swizzle::k128B>(stage + 4 * wg * Tile::kBlockBytes + 16 * ks * 128,
-                                    Tile::kBlockBytes, 1024),
-          true);
+      wgmma_m64n256k16<T, 1>(o, plus(p_desc, ks * 256), plus(v_desc, 16 * ks * 128), true);
     wgmma_commit();
     wgmma_wait<0>();
     fence_accumulators(o);
