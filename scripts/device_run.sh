@@ -124,7 +124,7 @@ if want wgmma; then
       timeout 60 $bin/treeverify check --backend cuda-mma $args
     done
     timeout 200 $bin/treeverify_gpu_tests --gtest_brief=1 \
-      --gtest_filter='GpuVerify.EveryVariant:GpuVerify.Fp16:GpuVerify.Deterministic:GpuVerify.StepDataFollowsThePlan'
+      --gtest_filter='GpuVerify.EveryVariant:GpuVerify.Fp16:GpuVerify.Deterministic:GpuVerify.StepDataFollowsThePlan:GpuVerify.WgmmaPagesHeadsAndChunks'
   } >"$out/wgmma_check.txt" 2>&1
   grep -E "^case|kernel|PASS|FAIL|ERROR|rror|^\[  (PASSED|FAILED)" "$out/wgmma_check.txt" | cut -c1-220
   cases=(V1 V2 V3 V4 D2 S1 S2 R1)

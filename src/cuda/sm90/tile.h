@@ -10,7 +10,7 @@ namespace treeverify::cuda::sm90 {
 
 struct WgmmaTile {
   static constexpr int kRows = 64;    // query rows a CTA: wgmma's M
-  static constexpr int kTokens = 64;  // KV tokens a tile; each warpgroup scores 32 of them
+  static constexpr int kTokens = 64;  // KV tokens a tile; the consumer warpgroups score alternate tiles
   static constexpr int kStages = 2;   // KV tiles in shared memory: the one in use, the next
   // Two consumer warpgroups (the products and the softmax) and a producer warpgroup (the
   // copies, all 128 threads). Registers (setmaxnreg): each SM sub-partition holds one warp
@@ -32,10 +32,12 @@ struct WgmmaTile {
   static constexpr int kBlockBytes = kTokens * 128;  // 64 rows of a 64-value block: 8192
   static constexpr int kStageBytes = kQKDim / 64 * kBlockBytes;
   static_assert(kRows == kTokens, "Q and a KV tile share the layout");
-  // P (16-bit, rows x tokens) without swizzle: 8-row groups of kTokens values, the 8 rows
-  // interleaved 16 bytes at a time (one 128-byte core matrix: 8 values of each of 8 rows).
+  // P (16-bit, rows x tokens) of the last scored tile, for the other warpgroup's P V, without
+  // swizzle: 8-row groups of kTokens values, the 8 rows interleaved 16 bytes at a time (one
+  // 128-byte core matrix: 8 values of each of 8 rows).
   static constexpr int kPGroupBytes = 8 * kTokens * 2;  // 1024
-  // Shared memory: the KV stages; Q; P; each warpgroup's row maxima and row sums (fp32);
+  // Shared memory: the KV stages; Q; P; the running row maxima after the last scored tile
+  // (the first kRows floats of kMaxOffset) and each warpgroup's row sums (fp32);
   // the row's lse and 1/l for the epilogue; a "full" and an "empty" mbarrier a stage.
   static constexpr int kQOffset = kStages * kStageBytes;
   static constexpr int kPOffset = kQOffset + kStageBytes;

@@ -4,21 +4,27 @@
 // request's KV sequence (WgmmaTile, tile.h). A producer warpgroup copies the chunk's 64-token
 // KV tiles into two shared-memory stages (cp.async, 16 bytes a thread, into wgmma's
 // 128-byte-swizzle layout; a "full" mbarrier a stage says a tile has landed, an "empty" one
-// that both consumer warpgroups are done with it). Per tile, consumer warpgroup g:
-//   1. S_g = Q K^T over the tile's tokens [32 g, 32 g + 32): 36 wgmma m64n32k16, both
-//      operands from shared memory, in three accumulator chains (kChains).
-//   2. Online softmax of S_g (fp32, log2 units), the ancestor mask only in tiles that reach
-//      the tree region; the two warpgroups' row maxima meet in shared memory, so both hold the
-//      same running max; each keeps its own running sum. P (16-bit) goes to shared memory.
-//   3. O_g = alpha O_g + P V over output columns [256 g, 256 g + 256): 4 wgmma m64n256k16,
-//      P (all 64 tokens, both warpgroups' halves) and V (the tile's first 512 columns,
-//      N-major) from shared memory. O_g is 128 fp32 registers a thread.
-// The consumers meet at two named barriers a tile: the row maxima, P. The epilogue is the
-// portable kernel's contract: a one-chunk request writes out/lse, a split one an fp32 partial
-// and its lse (log2) for the combine kernel, and rows that come out non-finite are recomputed
-// exactly (cuda/mma/nonfinite.cuh).
+// that both consumer warpgroups are done with it). The two consumer warpgroups take the tiles
+// in turns ("seesaw", after FlashMLA's): warpgroup g owns tiles t with t % 2 == g and
+//   1. scores them, S = Q K^T (64 rows x 64 tokens: 36 wgmma m64n64k16, both operands from
+//      shared memory, in two accumulator chains, kChains);
+//   2. runs the online softmax (fp32, log2 units; the ancestor mask only in tiles that reach
+//      the tree region) against the running max the other warpgroup left after tile t - 1, and
+//      hands P (16-bit) and the new max to the other warpgroup through shared memory (named
+//      barrier 2 + g);
+//   3. O_g = alpha O_g + P V over its output columns [256 g, 256 g + 256), 4 wgmma m64n256k16
+//      with P from its registers and V (N-major) from the tile.
+// For the other warpgroup's tiles it waits for their P and max and runs step 3 with P from
+// shared memory. So while one warpgroup runs its softmax, the tensor cores run the other's
+// products, and each warpgroup's scores of its next tile run beside its last P V.
+// O_g is 128 fp32 registers a thread. The epilogue is the portable kernel's contract: a
+// one-chunk request writes out/lse, a split one an fp32 partial and its lse (log2) for the
+// combine kernel, and rows that come out non-finite are recomputed exactly
+// (cuda/mma/nonfinite.cuh).
 // Figures and limits: DESIGN_NOTES.md beside this file.
 #pragma once
+
+#include <type_traits>
 
 #include "cuda/common/arch.cuh"
 #include "cuda/common/bulk_copy.cuh"
@@ -122,36 +128,47 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
 }
 
 // The online-softmax state of the two rows a thread holds in wgmma's accumulator layout:
-// rows lo = 16 (warp % 4) + lane / 4 and hi = lo + 8 of the CTA. Accumulator i of an
-// m64nN tile is row (i / 2) % 2 ? hi : lo, column 8 (i / 4) + 2 (lane % 4) + i % 2.
+// rows lo = 16 (warp % 4) + lane / 4 and hi = lo + 8 of the CTA. Accumulator i of an m64nN
+// tile is row (i / 2) % 2 ? hi : lo, column 8 (i / 4) + 2 (lane % 4) + i % 2; so accumulators
+// 8 k .. 8 k + 7 (columns 16 k .. 16 k + 15) are, packed in pairs, the A fragment of k step k
+// of a product with A from registers.
 struct Rows {
   int r[2];
   bool valid[2];
   int node[2];                                // request-relative tree node of the row
   const uint32_t* mask[2];                    // its ancestor bits
-  float m[2] = {mma::kNegInf, mma::kNegInf};  // running max (log2 units), both warpgroups
-  float l[2] = {0.f, 0.f};                    // running sum over this warpgroup's tokens
+  float m[2] = {mma::kNegInf, mma::kNegInf};  // running max (log2 units) O and l are relative to
+  float l[2] = {0.f, 0.f};                    // running sum over this warpgroup's own tiles
 };
 
-// Scores of this warpgroup's 32 tokens from `first` to probabilities: mask, row maxima shared
-// with the other warpgroup through s_max (the consumers' named barrier inside), P stored in
-// the core-matrix layout at s_p, and alpha (the rescale of O) returned for each row.
+// What a row's new running max m_new makes of the old one: the factor alpha on O and l, and
+// the reference P subtracts (a row that has seen nothing yet keeps m = -inf; it subtracts 0 so
+// exp2 gives 0).
+__device__ __forceinline__ float rescale(Rows& rows, int h, float m_new, float* m_ref) {
+  *m_ref = m_new == mma::kNegInf ? 0.f : m_new;
+  const float alpha = mma::fast_exp2(rows.m[h] - *m_ref);
+  rows.m[h] = m_new;
+  return alpha;
+}
+
+// The scores of the 64-token tile from `first` to probabilities: mask, new running max (alpha,
+// the rescale of O, returned for each row), row sums into rows.l, and P packed in 16-bit pairs
+// in the accumulator layout (pa[j] = accumulators 2 j, 2 j + 1).
 template <typename T>
 __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
-                                             float (&s)[16], int first, int wg, float* s_max,
-                                             uint8_t* s_p, Rows& rows, float (&alpha)[2]) {
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int col0 = 2 * (lane % 4);
+                                             float (&s)[32], int first, Rows& rows,
+                                             float (&alpha)[2], uint32_t (&pa)[16]) {
+  const int col0 = 2 * (static_cast<int>(threadIdx.x) % 4);
   float tile_max[2] = {mma::kNegInf, mma::kNegInf};
-  if (rows.valid[0] && rows.valid[1] && first + 32 <= min(w.prefix, w.tok_end)) {
+  if (rows.valid[0] && rows.valid[1] && first + Tile::kTokens <= min(w.prefix, w.tok_end)) {
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
+    for (int i = 0; i < 32; ++i) {
       s[i] *= p.scale_log2;
       tile_max[(i / 2) % 2] = fmaxf(tile_max[(i / 2) % 2], s[i]);
     }
   } else {
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
+    for (int i = 0; i < 32; ++i) {
       const int h = (i / 2) % 2;
       const int t = first + 8 * (i / 4) + col0 + i % 2;
       bool visible = rows.valid[h] && t < w.tok_end;
@@ -163,26 +180,16 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
       tile_max[h] = fmaxf(tile_max[h], s[i]);
     }
   }
+  float m_ref[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
     tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-    if (lane % 4 == 0) s_max[wg * Tile::kRows + rows.r[h]] = tile_max[h];
-  }
-  consumer_sync();  // both warpgroups' maxima
-  float m_ref[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float other = s_max[(1 - wg) * Tile::kRows + rows.r[h]];
-    const float m_new = fmaxf(rows.m[h], fmaxf(tile_max[h], other));
-    // A row that has seen nothing yet keeps m = -inf; subtract 0 then so exp2 gives 0.
-    m_ref[h] = m_new == mma::kNegInf ? 0.f : m_new;
-    alpha[h] = mma::fast_exp2(rows.m[h] - m_ref[h]);
-    rows.m[h] = m_new;
+    alpha[h] = rescale(rows, h, fmaxf(rows.m[h], tile_max[h]), &m_ref[h]);
   }
   float sum[2] = {0.f, 0.f};
 #pragma unroll
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < 32; ++i) {
     s[i] = mma::fast_exp2(s[i] - m_ref[(i / 2) % 2]);
     sum[(i / 2) % 2] += s[i];
   }
@@ -191,14 +198,23 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
     sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
     sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
     rows.l[h] = rows.l[h] * alpha[h] + sum[h];
-    // P: row r, token tau = 32 wg + 8 j + col0 of the tile, a pair a 4-byte store.
-    uint8_t* row_p = s_p + (rows.r[h] / 8) * Tile::kPGroupBytes + (rows.r[h] % 8) * 16;
+  }
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int tau = 32 * wg + 8 * j + col0;
-      *reinterpret_cast<uint32_t*>(row_p + (tau / 8) * 128 + (tau % 8) * 2) =
-          pack2<T>(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]);
-    }
+  for (int j = 0; j < 16; ++j) pa[j] = pack2<T>(s[2 * j], s[2 * j + 1]);
+}
+
+// P (packed as softmax_tile leaves it) and the rows' running max, for the other warpgroup: P in
+// the core-matrix layout at s_p (row r, token tau at (r / 8) kPGroupBytes + (tau / 8) 128 +
+// (r % 8) 16 + (tau % 8) 2), so a warp's store writes 128 contiguous bytes.
+__device__ __forceinline__ void publish_p(const Rows& rows, const uint32_t (&pa)[16], uint8_t* s_p,
+                                          float* s_max) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, col0 = 2 * (lane % 4);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    uint8_t* row_p = s_p + (rows.r[h] / 8) * Tile::kPGroupBytes + (rows.r[h] % 8) * 16 + col0 * 2;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) *reinterpret_cast<uint32_t*>(row_p + j * 128) = pa[2 * j + h];
+    if (lane % 4 == 0) s_max[rows.r[h]] = rows.m[h];
   }
 }
 
@@ -269,15 +285,176 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
   }
 }
 
+// Consumer warpgroup kWg's pass over the chunk's tiles, O_g into o (module comment above). A
+// template on the warpgroup so that each pass is one straight line of wgmma per tile kind:
+// ptxas serializes every wgmma (C7520) when one stays in flight across a branch whose sides
+// issue different ones.
+template <typename T, int kWg>
+__device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
+                                        uint8_t* smem, Rows& rows, float (&o)[128]) {
+  const uint32_t s_base = smem_addr(smem);
+  uint8_t* s_p = smem + Tile::kPOffset;
+  float* s_max = reinterpret_cast<float*>(smem + Tile::kMaxOffset);
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  // The operands' descriptors, built once: a k step adds a constant to the start address
+  // field (addresses stay below 256 KB, so the 14-bit field never carries).
+  const uint64_t q_desc = smem_desc<Swizzle::k128B>(s_base + Tile::kQOffset, 16, 1024);
+  const uint64_t p_desc = smem_desc(s_base + Tile::kPOffset, 128, Tile::kPGroupBytes);
+  auto plus = [](uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); };
+  // This warp is done with tile t (its last product on it has completed).
+  auto release = [&](int t) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(s_base + Tile::kEmptyOffset + 8 * (t % Tile::kStages));
+  };
+  // Barriers 2 and 3: warpgroup 0's P and max ready, warpgroup 1's.
+  constexpr int kMine = 2 + kWg, kTheirs = 3 - kWg;
+  // One tile: scores and softmax if it is this warpgroup's (kOwn), then P V, left running.
+  // kAfterOther: the other warpgroup's tile before it has its P V running.
+  // Waits until tile t has landed: the copies (generic proxy), seen through the mbarrier, for
+  // wgmma (both warpgroups wait; the one that does not score the tile finds it landed).
+  auto wait_tile = [&](int t) {
+    mbar_wait(s_base + Tile::kFullOffset + 8 * (t % Tile::kStages), (t / Tile::kStages) & 1);
+    fence_proxy_async();
+  };
+  auto stage = [&](int t) { return s_base + (t % Tile::kStages) * Tile::kStageBytes; };
+  // V of tile t, this warpgroup's 256 columns, N-major.
+  auto v_desc = [&](int t) {
+    return smem_desc<Swizzle::k128B>(stage(t) + 4 * kWg * Tile::kBlockBytes, Tile::kBlockBytes,
+                                     1024);
+  };
+  // S = Q K^T over tile t into sv; waits for every wgmma in flight (O's P V may run beside). The tensor cores' fp32
+  // accumulation does not round to nearest, so no chain of k steps may be deep: one 36-step
+  // chain put 4x the portable kernel's error on lse (H200: 1.1e-5 against 2.5e-6, whose
+  // mma.sync chains are 9 steps, 144 deep) and two of 18 up to 9.1e-6 (fp16). Two accumulators
+  // (a third, beside O, spills): steps 0-23 alternate between them and are summed, then steps
+  // 24-35 run into the second again: chains of 12, summed in fp32, at the cost of one wait.
+  auto scores = [&](int t, float(&sv)[32]) {
+    constexpr int kSteps = kQKDim / 16, kSplit = 24;
+    wait_tile(t);
+    const uint64_t k_desc = smem_desc<Swizzle::k128B>(stage(t), 16, 1024);
+    // The k steps' descriptors are made one after the other, each from the last through an
+    // opaque copy: otherwise ptxas builds all 36 up front and spills them (200 bytes).
+    uint64_t qd = q_desc, kd = k_desc;
+    auto qk = [&](float(&d)[32], int ks, bool accumulate) {
+      wgmma_m64n64k16<T, 0>(d, qd, kd, accumulate);
+      const uint32_t next = ks % 4 == 3 ? Tile::kBlockBytes - 96 : 32;
+      qd = plus(qd, next);
+      kd = plus(kd, next);
+      asm volatile("" : "+l"(qd), "+l"(kd));
+    };
+    float sc[32];
+    fence_accumulators(sv);
+    fence_accumulators(sc);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kSplit; ++ks) qk(ks % 2 ? sc : sv, ks, ks >= 2);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_accumulators(sv);
+    fence_accumulators(sc);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) sv[i] += sc[i];
+    fence_accumulators(sv);
+    fence_accumulators(sc);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = kSplit; ks < kSteps; ++ks) qk(sc, ks, ks > kSplit);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_accumulators(sc);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) sv[i] += sc[i];
+  };
+  auto scale_o = [&](const float(&alpha)[2]) {
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+      for (int i = 0; i < 128; ++i) o[i] *= alpha[(i / 2) % 2];
+    }
+    fence_accumulators(o);
+  };
+  // O = alpha O + P V for the other warpgroup's tile t, P and its max from shared memory once
+  // that warpgroup has published them (barrier kTheirs). O must not be in flight; left running.
+  auto pv_theirs = [&](int t) {
+    wait_tile(t);
+    named_barrier_sync<kTheirs, Tile::kConsumerThreads>();
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float m_ref;
+      alpha[h] = rescale(rows, h, s_max[rows.r[h]], &m_ref);
+      rows.l[h] *= alpha[h];
+    }
+    scale_o(alpha);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < Tile::kTokens / 16; ++ks)
+      wgmma_m64n256k16<T, 1>(o, plus(p_desc, ks * 256), plus(v_desc(t), 16 * ks * 128), true);
+    wgmma_commit();
+  };
+  // P of this warpgroup's tile t (softmax_tile's pa) and the rows' max to the other warpgroup
+  // (barrier kMine), then O = alpha O + P V with P from registers, left running. P's buffer
+  // must be free: its last reader is this warpgroup's P V of the other's tile before.
+  auto pv_mine = [&](const uint32_t(&pa)[16], const float(&alpha)[2], int t) {
+    publish_p(rows, pa, s_p, s_max);
+    fence_proxy_async();
+    named_barrier_arrive<kMine, Tile::kConsumerThreads>();
+    scale_o(alpha);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < Tile::kTokens / 16; ++ks) {
+      const uint32_t a[4] = {pa[4 * ks], pa[4 * ks + 1], pa[4 * ks + 2], pa[4 * ks + 3]};
+      wgmma_m64n256k16_rs<T, 1>(o, a, plus(v_desc(t), 16 * ks * 128), true);
+    }
+    wgmma_commit();
+  };
+  // The P V of tile t done, and the tile released by this warp.
+  auto finish = [&](int t) {
+    wgmma_wait<0>();
+    fence_accumulators(o);
+    release(t);
+  };
+  auto first = [&](int t) { return w.tok_begin + t * Tile::kTokens; };
+
+  // Everything is waited for at the end of each tile pair: ptxas serializes every wgmma
+  // (C7514) when one stays in flight across a join of the control flow (a loop's back edge,
+  // an if), where it moves accumulator registers.
+  uint32_t pa[16];
+  float sv[32], alpha[2];
+  int own = kWg;
+  if constexpr (kWg == 0) {  // tile 0 comes first
+    if (n_tiles > 0) {
+      scores(0, sv);
+      softmax_tile<T>(p, w, sv, first(0), rows, alpha, pa);
+      pv_mine(pa, alpha, 0);
+      finish(0);
+    }
+    own = 2;
+  }
+  // (the other's tile own - 1, this one's): own's scores run beside the P V of own - 1.
+  // (Taking them before waiting for the other warpgroup's P of own - 1 puts the copy of own,
+  // whose stage own - 2 has just left, on the critical path: H200 V4 3.46 ms against 2.8.)
+  for (; own < n_tiles; own += 2) {
+    pv_theirs(own - 1);
+    scores(own, sv);  // its waits cover the P V of own - 1
+    fence_accumulators(o);
+    release(own - 1);  // the P V of own - 1 done: also frees P's buffer
+    softmax_tile<T>(p, w, sv, first(own), rows, alpha, pa);
+    pv_mine(pa, alpha, own);
+    finish(own);
+  }
+  if (own - 1 < n_tiles) {  // the chunk's last tile is the other warpgroup's
+    pv_theirs(own - 1);
+    finish(own - 1);
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   CtaWork w;
   if (!mma::cta_work<Tile>(p, &w)) return;
   extern __shared__ __align__(1024) uint8_t smem[];
   const uint32_t s_base = smem_addr(smem);
-  const uint32_t s_q = s_base + Tile::kQOffset, s_p_addr = s_base + Tile::kPOffset;
-  uint8_t* s_p = smem + Tile::kPOffset;
-  float* s_max = reinterpret_cast<float*>(smem + Tile::kMaxOffset);
+  const uint32_t s_q = s_base + Tile::kQOffset;
   float* s_sum = reinterpret_cast<float*>(smem + Tile::kSumOffset);
   float* s_lse = reinterpret_cast<float*>(smem + Tile::kLseOffset);
   float* s_inv_l = reinterpret_cast<float*>(smem + Tile::kInvLOffset);
@@ -317,66 +494,10 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   fence_proxy_async();
   consumer_sync();  // Q, for every consumer and for wgmma's reads
 
-  // The operands' descriptors, built once: a k step adds a constant to the start address
-  // field (addresses stay below 256 KB, so the 14-bit field never carries).
-  const uint64_t q_desc = smem_desc<Swizzle::k128B>(s_q, 16, 1024);
-  const uint64_t p_desc = smem_desc(s_p_addr, 128, Tile::kPGroupBytes);
-  auto plus = [](uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); };
-
-  for (int tile = 0; tile < n_tiles; ++tile) {
-    const int s_idx = tile % Tile::kStages;
-    const uint32_t stage = s_base + s_idx * Tile::kStageBytes;
-    mbar_wait(s_base + Tile::kFullOffset + 8 * s_idx, (tile / Tile::kStages) & 1);
-    fence_proxy_async();  // the copies (generic proxy), seen through the mbarrier, for wgmma
-
-    // S = Q K^T over this warpgroup's 32 tokens, in kChains accumulators of 576 / kChains
-    // deep each, summed in fp32 after: the tensor cores' fp32 accumulation does not round to
-    // nearest, and one 36-step chain put 4x the portable kernel's error on lse (H200: 1.1e-5
-    // against 2.5e-6, whose mma.sync chains are 9 steps, 144 deep). Three chains of 12 fit
-    // the registers a consumer thread has beside the producer warpgroup.
-    constexpr int kChains = 3, kSteps = kQKDim / 16;
-    float sc[kChains][16];
-#pragma unroll
-    for (int c = 0; c < kChains; ++c) fence_accumulators(sc[c]);
-    wgmma_fence();
-    const uint64_t k_desc = smem_desc<Swizzle::k128B>(stage + 32 * wg * 128, 16, 1024);
-#pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks) {
-      const uint32_t at = ks / 4 * Tile::kBlockBytes + ks % 4 * 32;
-      wgmma_m64n32k16<T, 0>(sc[ks % kChains], plus(q_desc, at), plus(k_desc, at), ks >= kChains);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    float s[16];
-#pragma unroll
-    for (int c = 0; c < kChains; ++c) fence_accumulators(sc[c]);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) s[i] = (sc[0][i] + sc[1][i]) + sc[2][i];
-
-    float alpha[2];
-    softmax_tile<T>(p, w, s, w.tok_begin + tile * Tile::kTokens + 32 * wg, wg, s_max, s_p, rows,
-                    alpha);
-    fence_proxy_async();
-    consumer_sync();  // P of both warpgroups
-
-    // O = alpha O + P V over this warpgroup's 256 columns.
-    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-      for (int i = 0; i < 128; ++i) o[i] *= alpha[(i / 2) % 2];
-    }
-    fence_accumulators(o);
-    wgmma_fence();
-    const uint64_t v_desc =
-        smem_desc<Swizzle::k128B>(stage + 4 * wg * Tile::kBlockBytes, Tile::kBlockBytes, 1024);
-#pragma unroll
-    for (int ks = 0; ks < Tile::kTokens / 16; ++ks)
-      wgmma_m64n256k16<T, 1>(o, plus(p_desc, ks * 256), plus(v_desc, 16 * ks * 128), true);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(o);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(s_base + Tile::kEmptyOffset + 8 * s_idx);  // this warp is done
-  }
+  if (wg == 0)
+    consume<T, 0>(p, w, n_tiles, smem, rows, o);
+  else
+    consume<T, 1>(p, w, n_tiles, smem, rows, o);
   epilogue<T>(p, w, rows, o, wg, s_sum, s_lse, s_inv_l);
   consumer_sync();  // the epilogue's stores and its NaN rows in s_lse
   // Every tile has landed (each was waited for), so the stages are free for its rows' O.

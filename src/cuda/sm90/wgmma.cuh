@@ -120,11 +120,25 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
                ", %" next_b ", p, 1, 1, 0, %" next_t ";\n}\n"                                      \
                : outs                                                                              \
                : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB))
-#define TV_WGMMA_D16_REGS "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-#define TV_WGMMA_D16_OUTS                                                                         \
+// The same with A from registers (four 32-bit registers a thread, operands `a0`-`a3`); only B
+// takes a transpose flag.
+#define TV_WGMMA_RS(shape, type, regs, outs, a0, a1, a2, a3, next_b, next_p, next_t)           \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" next_p                                     \
+               ", 0;\n"                                                                       \
+               "wgmma.mma_async.sync.aligned." shape ".f32." type "." type " {" regs "}, {%" a0 \
+               ", %" a1 ", %" a2 ", %" a3 "}, %" next_b ", p, 1, 1, %" next_t ";\n}\n"         \
+               : outs                                                                         \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),                    \
+                 "r"(static_cast<int>(accumulate)), "n"(kTransB))
+#define TV_WGMMA_D32_REGS                                                                     \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define TV_WGMMA_D32_OUTS                                                                         \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
-      "+f"(d[15])
+      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
+      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 #define TV_WGMMA_D128_REGS \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, \
   %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, \
@@ -155,16 +169,16 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
       "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]),         \
       "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 
-// D (m64n32, fp32) {=, +=} A (m64k16, shared memory, K-major) x B (k16n32, shared memory;
+// D (m64n64, fp32) {=, +=} A (m64k16, shared memory, K-major) x B (k16n64, shared memory;
 // kTransB: N-major), T = bf16 or fp16. `accumulate` false overwrites D.
 template <typename T, int kTransB>
-__device__ __forceinline__ void wgmma_m64n32k16(float (&d)[16], uint64_t desc_a, uint64_t desc_b,
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
                                                 bool accumulate) {
 #if TV_HAS_WGMMA
   if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    TV_WGMMA_SS("m64n32k16", "bf16", TV_WGMMA_D16_REGS, TV_WGMMA_D16_OUTS, "16", "17", "18", "19");
+    TV_WGMMA_SS("m64n64k16", "bf16", TV_WGMMA_D32_REGS, TV_WGMMA_D32_OUTS, "32", "33", "34", "35");
   else
-    TV_WGMMA_SS("m64n32k16", "f16", TV_WGMMA_D16_REGS, TV_WGMMA_D16_OUTS, "16", "17", "18", "19");
+    TV_WGMMA_SS("m64n64k16", "f16", TV_WGMMA_D32_REGS, TV_WGMMA_D32_OUTS, "32", "33", "34", "35");
 #endif
 }
 
@@ -183,9 +197,26 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
 #endif
 }
 
+// D (m64n256, fp32) {=, +=} A (m64k16, registers: a thread's 4 registers of 16-bit pairs in
+// the accumulator layout of 16 columns, see verify_wgmma.cuh) x B (k16n256, shared memory;
+// kTransB: N-major), T = bf16 or fp16.
+template <typename T, int kTransB>
+__device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[128], const uint32_t (&a)[4],
+                                                    uint64_t desc_b, bool accumulate) {
+#if TV_HAS_WGMMA
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    TV_WGMMA_RS("m64n256k16", "bf16", TV_WGMMA_D128_REGS, TV_WGMMA_D128_OUTS, "128", "129", "130",
+                "131", "132", "133", "134");
+  else
+    TV_WGMMA_RS("m64n256k16", "f16", TV_WGMMA_D128_REGS, TV_WGMMA_D128_OUTS, "128", "129", "130",
+                "131", "132", "133", "134");
+#endif
+}
+
 #undef TV_WGMMA_SS
-#undef TV_WGMMA_D16_REGS
-#undef TV_WGMMA_D16_OUTS
+#undef TV_WGMMA_RS
+#undef TV_WGMMA_D32_REGS
+#undef TV_WGMMA_D32_OUTS
 #undef TV_WGMMA_D128_REGS
 #undef TV_WGMMA_D128_OUTS
 
