@@ -24,8 +24,10 @@
 #             run, GPU time, step data rebuilt by every run, and a CUDA graph replay
 #   sass      ncu: warp-stall samples per SASS instruction of the main kernel on V4 (L cut
 #             to 65536), as csv (sass.csv) and the 40 instructions with the most samples
+#             (KERNEL=verify_wgmma: the wgmma kernel's)
 #   wgsan     the wgmma kernel (the device's own choice only) under memcheck, over the GpuVerify
-#             tests that run it, and racecheck, over EveryVariant and GpuNonFinite's
+#             tests that run it, and racecheck, over EveryVariant and GpuNonFinite's (each tool
+#             cut at TV_WGSAN_TIMEOUT seconds, default 280; TV_WGSAN_TOOLS=racecheck: one tool)
 #   wgmma     the sm_90a wgmma kernel: `treeverify check` on suite and custom cases (trees,
 #             page 1, fp16, ragged, forced chunks) and GpuVerify's quick tests, then the suite's
 #             cases it runs, twice, and on the portable kernel (sm_90 table forced), and ncu
@@ -88,10 +90,10 @@ fi
 if want wgsan; then
   small='GpuVerify.EveryVariant:GpuNonFinite.EveryVariantOnce'
   broad="$small:GpuVerify.TreeShapesAndSizes:GpuVerify.PageSizes:GpuVerify.Heads:GpuVerify.ChunkLengths:GpuVerify.RaggedBatch:GpuVerify.Fp16:GpuVerify.WgmmaPagesHeadsAndChunks"
-  for tool in memcheck racecheck; do
+  for tool in ${TV_WGSAN_TOOLS:-memcheck racecheck}; do
     filter=$broad
     [ $tool = racecheck ] && filter=$small
-    TREEVERIFY_TEST_OWN_TABLE_ONLY=1 timeout 280 compute-sanitizer --tool $tool --error-exitcode 9 \
+    TREEVERIFY_TEST_OWN_TABLE_ONLY=1 timeout "${TV_WGSAN_TIMEOUT:-280}" compute-sanitizer --tool $tool --error-exitcode 9 \
       $bin/treeverify_gpu_tests --gtest_brief=1 --gtest_filter="$filter" >"$out/wgsan_$tool.log" 2>&1
     echo "compute-sanitizer $tool (wgmma): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$out/wgsan_$tool.log" | tr '\n' ' ')"
   done
@@ -210,7 +212,7 @@ if want layers; then
   grep -E "^gpu|^(V|D|S)[0-9]|layers, one stream" "$out/layers.txt"
 fi
 if want sass; then
-  ncu --clock-control none --kernel-name regex:verify_mma --launch-skip 2 --launch-count 1 \
+  ncu --clock-control none --kernel-name regex:"${KERNEL:-verify_mma}" --launch-skip 2 --launch-count 1 \
     --section WarpStateStats --section SourceCounters --export "$out/sass" --force-overwrite \
     $bin/treeverify bench --backend cuda-mma --iters 1 --warmup 2 --heads 64 --tree 64 \
     --prefix 65536 --page 64 >"$out/sass_run.log" 2>&1

@@ -47,7 +47,10 @@ struct WgmmaTile {
   static constexpr int kInvLOffset = kLseOffset + kRows * 4;
   static constexpr int kFullOffset = kInvLOffset + kRows * 4;
   static constexpr int kEmptyOffset = kFullOffset + kStages * 8;
-  static constexpr int kSmemBytes = kEmptyOffset + kStages * 8;
+  // "P ready" mbarriers, one a consumer warpgroup: its 128 threads arrive once they have
+  // stored the P and row maxima of a tile it scored.
+  static constexpr int kPReadyOffset = kEmptyOffset + kStages * 8;
+  static constexpr int kSmemBytes = kPReadyOffset + kWarpgroups * 8;
   static_assert(kSmemBytes <= 227 * 1024, "must fit a block of sm_90");
   static_assert(kFullOffset % 8 == 0, "mbarriers are 8-byte aligned");
 };

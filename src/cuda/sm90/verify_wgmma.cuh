@@ -7,11 +7,11 @@
 // that both consumer warpgroups are done with it). The two consumer warpgroups take the tiles
 // in turns ("seesaw", after FlashMLA's): warpgroup g owns tiles t with t % 2 == g and
 //   1. scores them, S = Q K^T (64 rows x 64 tokens: 36 wgmma m64n64k16, both operands from
-//      shared memory, in two accumulator chains, kChains);
+//      shared memory, in accumulator chains of at most 12 steps);
 //   2. runs the online softmax (fp32, log2 units; the ancestor mask only in tiles that reach
 //      the tree region) against the running max the other warpgroup left after tile t - 1, and
-//      hands P (16-bit) and the new max to the other warpgroup through shared memory (named
-//      barrier 2 + g);
+//      hands P (16-bit) and the new max to the other warpgroup through shared memory (an
+//      mbarrier a warpgroup);
 //   3. O_g = alpha O_g + P V over its output columns [256 g, 256 g + 256), 4 wgmma m64n256k16
 //      with P from its registers and V (N-major) from the tile.
 // For the other warpgroup's tiles it waits for their P and max and runs step 3 with P from
@@ -306,8 +306,9 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     __syncwarp();
     if (lane == 0) mbar_arrive(s_base + Tile::kEmptyOffset + 8 * (t % Tile::kStages));
   };
-  // Barriers 2 and 3: warpgroup 0's P and max ready, warpgroup 1's.
-  constexpr int kMine = 2 + kWg, kTheirs = 3 - kWg;
+  // The mbarriers that say a warpgroup's P and max are ready: this one's, the other's.
+  const uint32_t p_mine = s_base + Tile::kPReadyOffset + 8 * kWg;
+  const uint32_t p_theirs = s_base + Tile::kPReadyOffset + 8 * (1 - kWg);
   // One tile: scores and softmax if it is this warpgroup's (kOwn), then P V, left running.
   // kAfterOther: the other warpgroup's tile before it has its P V running.
   // Waits until tile t has landed: the copies (generic proxy), seen through the mbarrier, for
@@ -376,7 +377,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // that warpgroup has published them (barrier kTheirs). O must not be in flight; left running.
   auto pv_theirs = [&](int t) {
     wait_tile(t);
-    named_barrier_sync<kTheirs, Tile::kConsumerThreads>();
+    mbar_wait(p_theirs, (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
     float alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -392,12 +393,12 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     wgmma_commit();
   };
   // P of this warpgroup's tile t (softmax_tile's pa) and the rows' max to the other warpgroup
-  // (barrier kMine), then O = alpha O + P V with P from registers, left running. P's buffer
+  // (mbarrier p_mine), then O = alpha O + P V with P from registers, left running. P's buffer
   // must be free: its last reader is this warpgroup's P V of the other's tile before.
   auto pv_mine = [&](const uint32_t(&pa)[16], const float(&alpha)[2], int t) {
     publish_p(rows, pa, s_p, s_max);
     fence_proxy_async();
-    named_barrier_arrive<kMine, Tile::kConsumerThreads>();
+    mbar_arrive(p_mine);  // releases this thread's stores
     scale_o(alpha);
     wgmma_fence();
 #pragma unroll
@@ -465,6 +466,8 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
       mbar_init(s_base + Tile::kFullOffset + 8 * s, Tile::kThreads - Tile::kConsumerThreads);
       mbar_init(s_base + Tile::kEmptyOffset + 8 * s, Tile::kConsumerThreads / 32);
     }
+    for (int g = 0; g < Tile::kWarpgroups; ++g)
+      mbar_init(s_base + Tile::kPReadyOffset + 8 * g, Tile::kConsumerThreads / Tile::kWarpgroups);
     mbar_init_fence();
   }
   __syncthreads();  // the mbarriers; the last barrier the producer warpgroup joins
