@@ -95,7 +95,8 @@ int bench_case(const SuiteCase& given, const PlanOptions& options,
                      {"out_rel_fro", check.cmp.out_rel_fro},
                      {"lse_max_abs", check.cmp.lse_max_abs},
                      {"out_nonfinite", check.cmp.out_nonfinite},
-                     {"lse_mismatch", check.cmp.lse_mismatch}};
+                     {"lse_mismatch", check.cmp.lse_mismatch},
+                     {"kernel", check.plan.kernel}};
   if (!check.pass) {
     (*row)["error"] = "correctness check failed: " + check.cmp.to_string();
     return kExitFail;  // correctness before speed: a wrong kernel is not timed
@@ -175,9 +176,16 @@ void print_row(const nlohmann::json& r) {
     fmt::print("  ERROR {}\n", r["error"].get<std::string>());
     return;
   }
+  // check_case plans a shortened copy with the case's rows a CTA; say so if it still ran
+  // another kernel than the one timed.
+  const bool other_kernel = r.contains("check") && r["check"].contains("kernel") &&
+                            r["check"]["kernel"].get<std::string>() != r.value("kernel", "-");
   fmt::print(" {:>10.4f} {:>8.1f} {:>8.3f} {:>6.3f} {}\n", r["time_ms"].get<double>(),
              r["gbps"].get<double>(), r["tflops"].get<double>(),
              r["roofline_fraction"].get<double>(), r["bound"].get<std::string>());
+  if (other_kernel)
+    fmt::print("        the check ran {}, not the timed kernel\n",
+               r["check"]["kernel"].get<std::string>());
   if (r.contains("layers")) {
     const auto& l = r["layers"];
     const int n = l["layers"].get<int>();

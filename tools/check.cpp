@@ -51,6 +51,9 @@ int run_check(const CaseFlags& flags) {
     }
     fmt::print("  backend {}, kernel {}, precision {} ({})\n", backend_name(r.plan.backend),
                r.plan.kernel, precision_name(r.plan.precision), r.plan.reason);
+    if (r.timed_kernel != r.plan.kernel)
+      fmt::print("  the case as given runs {}; the shortened copy ran {}\n", r.timed_kernel,
+                 r.plan.kernel);
     if (scale && *scale != 1.0) {
       fmt::print("  L scaled by --scale-l {}: checked at L={}\n", *scale,
                  format_lengths(r.checked_prefix));

@@ -137,6 +137,7 @@ struct PlanState {
   int32_t chunk_tokens = 0, num_chunks = 0, config_arch = 0;
   int32_t variant = 0;         // backend-specific kernel variant (CUDA: rows per CTA and stages)
   int32_t tile_tokens = 0;     // CUDA: KV tokens a tile of that variant (its online softmax's step)
+  int32_t rows_per_cta = 0;    // CUDA: query rows a CTA of that variant (16, 32 or 64)
   bool fast_products = false;  // CUDA: run() launches the e4m3 fast kernel (precision kFast)
   bool wgmma = false;          // CUDA: run() launches the sm_90a wgmma kernel (src/cuda/sm90)
   uint64_t id = 0;  // CUDA: distinct for each plan() call; names the step data in a workspace

@@ -327,6 +327,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   plan->state.variant = static_cast<int32_t>(chosen);
   plan->state.wgmma = chosen_facts.wgmma;
   plan->state.tile_tokens = chosen_facts.tokens;
+  plan->state.rows_per_cta = chosen_facts.rows;
   plan->state.chunk_tokens = sched.chunk_tokens;
   plan->state.num_chunks = sched.num_chunks;
   // A programmatic launch hides the combine's launch behind the main kernel's tail. With the
@@ -346,8 +347,8 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                      : fmt::format("cuda-mma/{}{}{}/{}/sm{}-config", dtype_name(problem.dtype),
                                    e4m3 ? "-e4m3kv" : "", fast ? "-fast" : "", f.name, config_arch);
   // On an sm_90 device, why the portable kernel runs instead of the wgmma one.
-  const std::string kernel_note = f.wgmma ? ", wgmma (sm_90a): two consumer warpgroups and a "
-                                            "producer, Q, K, V and P from shared memory"
+  const std::string kernel_note = f.wgmma ? ", wgmma (sm_90a): two consumer warpgroups scoring "
+                                            "tiles in turns and a producer warpgroup"
                                   : sm == 90 && no_wgmma.empty()
                                       ? ", the portable kernel: its schedule is faster here"
                                   : sm == 90 ? ", the portable kernel (wgmma: " + no_wgmma + ")"
