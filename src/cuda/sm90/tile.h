@@ -9,9 +9,10 @@
 namespace treeverify::cuda::sm90 {
 
 struct WgmmaTile {
-  static constexpr int kRows = 64;    // query rows a CTA: wgmma's M
-  static constexpr int kTokens = 64;  // KV tokens a tile; the consumer warpgroups score alternate tiles
-  static constexpr int kStages = 2;   // KV tiles in shared memory: the one in use, the next
+  static constexpr int kRows = 64;  // query rows a CTA: wgmma's M
+  // KV tokens a tile; the consumer warpgroups score alternate tiles.
+  static constexpr int kTokens = 64;
+  static constexpr int kStages = 2;  // KV tiles in shared memory: the one in use, the next
   // Two consumer warpgroups (the products and the softmax) and a producer warpgroup (the
   // copies, all 128 threads). Registers (setmaxnreg): each SM sub-partition holds one warp
   // of each warpgroup in its 16384 registers, so 40 a producer thread leave the consumers 232.

@@ -323,9 +323,9 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     return smem_desc<Swizzle::k128B>(stage(t) + 4 * kWg * Tile::kBlockBytes, Tile::kBlockBytes,
                                      1024);
   };
-  // S = Q K^T over tile t into sv; waits for every wgmma in flight (O's P V may run beside). The tensor cores' fp32
-  // accumulation does not round to nearest, so no chain of k steps may be deep: one 36-step
-  // chain put 4x the portable kernel's error on lse (H200: 1.1e-5 against 2.5e-6, whose
+  // S = Q K^T over tile t into sv; waits for every wgmma in flight (O's P V may run beside). The
+  // tensor cores' fp32 accumulation does not round to nearest, so no chain of k steps may be deep:
+  // one 36-step chain put 4x the portable kernel's error on lse (H200: 1.1e-5 against 2.5e-6, whose
   // mma.sync chains are 9 steps, 144 deep) and two of 18 up to 9.1e-6 (fp16). Two accumulators
   // (a third, beside O, spills): steps 0-23 alternate between them and are summed, then steps
   // 24-35 run into the second again: chains of 12, summed in fp32, at the cost of one wait.

@@ -122,15 +122,15 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
                : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB))
 // The same with A from registers (four 32-bit registers a thread, operands `a0`-`a3`); only B
 // takes a transpose flag.
-#define TV_WGMMA_RS(shape, type, regs, outs, a0, a1, a2, a3, next_b, next_p, next_t)           \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" next_p                                     \
-               ", 0;\n"                                                                       \
+#define TV_WGMMA_RS(shape, type, regs, outs, a0, a1, a2, a3, next_b, next_p, next_t)            \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" next_p                                      \
+               ", 0;\n"                                                                         \
                "wgmma.mma_async.sync.aligned." shape ".f32." type "." type " {" regs "}, {%" a0 \
-               ", %" a1 ", %" a2 ", %" a3 "}, %" next_b ", p, 1, 1, %" next_t ";\n}\n"         \
-               : outs                                                                         \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),                    \
+               ", %" a1 ", %" a2 ", %" a3 "}, %" next_b ", p, 1, 1, %" next_t ";\n}\n"          \
+               : outs                                                                           \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),                       \
                  "r"(static_cast<int>(accumulate)), "n"(kTransB))
-#define TV_WGMMA_D32_REGS                                                                     \
+#define TV_WGMMA_D32_REGS                                                                      \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define TV_WGMMA_D32_OUTS                                                                         \
