@@ -140,14 +140,6 @@ __device__ __forceinline__ void named_barrier_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
 }
 
-// Arrives on barrier kId over kThreads threads without waiting: the arriving warps signal the
-// warps that bar.sync on it (a producer/consumer hand-off between warp groups).
-template <int kId, int kThreads>
-__device__ __forceinline__ void named_barrier_arrive() {
-  static_assert(kId >= 1 && kId <= 15 && kThreads % 32 == 0);
-  asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
-}
-
 // Two floats -> one register of two 16-bit values (low half = first).
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
