@@ -43,7 +43,7 @@ int run_check(const CaseFlags& flags) {
                c.seed);
     std::fflush(stdout);
     CheckResult r;
-    s = check_case(c, options, budget, &r);
+    s = check_case(c, options, budget, &r, scale ? &given : nullptr);
     if (!s.ok()) {
       fmt::print("  ERROR {}\n", s.to_string());
       code = kExitError;
@@ -51,7 +51,7 @@ int run_check(const CaseFlags& flags) {
     }
     fmt::print("  backend {}, kernel {}, precision {} ({})\n", backend_name(r.plan.backend),
                r.plan.kernel, precision_name(r.plan.precision), r.plan.reason);
-    if (r.timed_kernel != r.plan.kernel)
+    if (!r.timed_kernel.empty() && r.timed_kernel != r.plan.kernel)
       fmt::print("  the case as given runs {}; the shortened copy ran {}\n", r.timed_kernel,
                  r.plan.kernel);
     if (scale && *scale != 1.0) {

@@ -168,26 +168,25 @@ Status plan_metadata(const SuiteCase& c, const PlanOptions& options, Plan* p) {
 }
 
 Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_flops,
-                  CheckResult* result) {
+                  CheckResult* result, const SuiteCase* timed) {
   // The oracle is single-threaded float64: shorten the prefix until it takes seconds.
   const double scale = scale_for_budget(case_flops(c), oracle_flops);
   const SuiteCase small = scale < 1 ? scale_prefix(c, scale) : c;
+  if (timed == nullptr && scale < 1) timed = &c;
   testing::HostCase hc;
   TV_RETURN_IF_ERROR(build_case(small, &hc));
-  // The copy runs the kernel the case itself runs: at a shorter prefix the CUDA schedule
-  // could pick another (on the H200, V1 checked at L = 7180 ran the portable 32-row kernel
-  // while V1 ran the wgmma one), so the copy takes the case's rows a CTA unless they were
-  // forced already.
+  // The copy runs the kernel the timed case runs: at a shorter prefix the CUDA schedule could
+  // pick another (on the H200, V1 checked at L = 7180 ran the portable 32-row kernel while V1
+  // ran the wgmma one), so the copy takes that case's rows a CTA unless they were forced
+  // already. A timed case that cannot be planned leaves the copy as it plans itself.
   PlanOptions small_options = options;
   Plan full;
-  if (scale < 1) {
-    TV_RETURN_IF_ERROR(plan_metadata(c, options, &full));
-    if (full.backend == Backend::kCudaMma && small_options.force_rows_per_cta == 0)
-      small_options.force_rows_per_cta = full.state.rows_per_cta;
-  }
+  const bool full_planned = timed != nullptr && plan_metadata(*timed, options, &full).ok();
+  if (full_planned && full.backend == Backend::kCudaMma && options.force_rows_per_cta == 0)
+    small_options.force_rows_per_cta = full.state.rows_per_cta;
   Plan p;
   TV_RETURN_IF_ERROR(plan(hc.problem(), small_options, &p));
-  result->timed_kernel = scale < 1 ? full.kernel : p.kernel;
+  result->timed_kernel = timed == nullptr ? p.kernel : full_planned ? full.kernel : "";
   std::unique_ptr<Runner> runner;
   TV_RETURN_IF_ERROR(make_runner(p, hc, Flush::kRead, &runner));
   std::vector<uint16_t> out;

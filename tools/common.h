@@ -67,14 +67,15 @@ struct CheckResult {
   std::vector<int64_t> checked_prefix;  // the L_b the check ran at
   bool reduced = false;                 // checked on a copy with a shorter prefix
   Plan plan;                            // of the checked case
-  std::string timed_kernel;             // Plan::kernel of the case as given (not the copy)
+  std::string timed_kernel;             // Plan::kernel of the timed case ("" if unplannable)
 };
 // Builds the case (with its prefix scaled down when the oracle would need more than
-// `oracle_flops` flops; pass infinity for the case as given; a shortened copy is planned with
-// the case's rows a CTA, so that it runs the same CUDA kernel), runs it on the backend of
-// `options` with poisoned outputs and compares with reference_attention (docs/BENCH.md's bounds),
-// planned with the precision the checked plan computes, so it rounds like the kernel that ran.
+// `oracle_flops` flops; pass infinity for the case as given), plans it with the rows a CTA of
+// `timed` (default: c itself when shortened) so that it runs the CUDA kernel the timed case
+// runs, runs it on the backend of `options` with poisoned outputs and compares with
+// reference_attention (docs/BENCH.md's bounds), planned with the precision the checked plan
+// computes, so it rounds like the kernel that ran.
 Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_flops,
-                  CheckResult* result);
+                  CheckResult* result, const SuiteCase* timed = nullptr);
 
 }  // namespace treeverify::cli

@@ -354,7 +354,8 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                                   : sm == 90 ? ", the portable kernel (wgmma: " + no_wgmma + ")"
                                              : "";
   // Why these tiles: the table in cuda/mma/config.h, unless the schedule took fewer rows.
-  const std::string tiles = f.rows < facts.rows
+  const std::string tiles = forced_rows > 0 ? fmt::format("{} rows a CTA forced", forced_rows)
+                            : f.rows < facts.rows
                                 ? fmt::format(
                                       "the table's {}-row CTAs would leave the device idle at "
                                       "this length",

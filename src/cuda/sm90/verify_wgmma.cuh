@@ -1,4 +1,5 @@
-// The sm_90a split-KV MLA tree-verify kernel: wgmma with Q, K, V and P in shared memory.
+// The sm_90a split-KV MLA tree-verify kernel: wgmma with Q, K and V in shared memory, P in
+// registers (the warpgroup that scored it) or shared memory (the other one).
 //
 // One CTA = 64 query rows (row r of request b is node r / H, head r % H) x one chunk of that
 // request's KV sequence (WgmmaTile, tile.h). A producer warpgroup copies the chunk's 64-token
@@ -309,8 +310,6 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // The mbarriers that say a warpgroup's P and max are ready: this one's, the other's.
   const uint32_t p_mine = s_base + Tile::kPReadyOffset + 8 * kWg;
   const uint32_t p_theirs = s_base + Tile::kPReadyOffset + 8 * (1 - kWg);
-  // One tile: scores and softmax if it is this warpgroup's (kOwn), then P V, left running.
-  // kAfterOther: the other warpgroup's tile before it has its P V running.
   // Waits until tile t has landed: the copies (generic proxy), seen through the mbarrier, for
   // wgmma (both warpgroups wait; the one that does not score the tile finds it landed).
   auto wait_tile = [&](int t) {
@@ -374,7 +373,9 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     fence_accumulators(o);
   };
   // O = alpha O + P V for the other warpgroup's tile t, P and its max from shared memory once
-  // that warpgroup has published them (barrier kTheirs). O must not be in flight; left running.
+  // that warpgroup has published them (mbarrier p_theirs; with named barriers, bar.arrive
+  // against bar.sync, racecheck reported hazards on the epilogue's row sums). O must not be in
+  // flight; left running.
   auto pv_theirs = [&](int t) {
     wait_tile(t);
     mbar_wait(p_theirs, (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile

@@ -1,7 +1,7 @@
-// Thin wrappers over the warpgroup MMA of sm_90a (wgmma.mma_async) and its fences, with both
-// operands in shared memory. PTX ISA: "Asynchronous Warpgroup Level Matrix Multiply-Accumulate
-// Operation" and its "Matrix Descriptor Format"; the canonical layouts are CUTLASS's
-// (cute/atom/mma_traits_sm90_gmma.hpp, make_gmma_desc).
+// Thin wrappers over the warpgroup MMA of sm_90a (wgmma.mma_async) and its fences, with B in
+// shared memory and A in shared memory or registers. PTX ISA: "Asynchronous Warpgroup Level Matrix
+// Multiply-Accumulate Operation" and its "Matrix Descriptor Format"; the canonical layouts are
+// CUTLASS's (cute/atom/mma_traits_sm90_gmma.hpp, make_gmma_desc).
 //
 // Two layouts are used. Without swizzle ("interleave"), a core matrix is 8 rows of 16 bytes
 // stored as 128 contiguous bytes; for a K-major operand (rows of M or N, 8 values of K in a
