@@ -10,6 +10,7 @@
 #include "roofline.h"
 #include "suite.h"
 #include "timing.h"
+#include "treeverify/system.h"
 
 namespace treeverify::cli {
 namespace {
@@ -154,6 +155,33 @@ TEST(CliSuite, CheckRoundsTheOracleLikeThePlan) {
   ASSERT_TRUE(check_case(c, o, 1e12, &r).ok());
   EXPECT_EQ(r.plan.precision, Precision::kExact);
   EXPECT_TRUE(r.pass) << r.cmp.to_string();
+}
+
+// A case too long for the float64 oracle is checked on a copy with a shorter prefix, planned
+// with the case's rows a CTA: the copy runs the kernel the case runs. (On the H200 the copies
+// of V1, V2, D2 and S2 ran the portable 32-row kernel while the cases ran the wgmma one.)
+TEST(CliSuite, AShortenedCheckRunsTheTimedKernel) {
+  SuiteCase c;
+  c.name = "v1-like";
+  c.num_heads = 8;
+  c.tree_sizes = {16};
+  c.prefix_lens = {185000};
+  c.page_size = 1;
+  PlanOptions o;
+  o.backend = Backend::kCpuFast;
+  CheckResult r;
+  ASSERT_TRUE(check_case(c, o, 2e9, &r).ok());
+  EXPECT_TRUE(r.reduced);
+  EXPECT_TRUE(r.pass) << r.cmp.to_string();
+  EXPECT_EQ(r.plan.kernel, r.timed_kernel);
+  const std::vector<DeviceInfo> devices = list_devices();
+  if (devices.empty() || !devices[0].has_kernel_code)
+    GTEST_SKIP() << "no GPU that runs this build's kernels: the CUDA half did not run";
+  o.backend = Backend::kCudaMma;
+  ASSERT_TRUE(check_case(c, o, 2e9, &r).ok());
+  EXPECT_TRUE(r.reduced);
+  EXPECT_TRUE(r.pass) << r.cmp.to_string();
+  EXPECT_EQ(r.plan.kernel, r.timed_kernel);
 }
 
 TEST(CliSuite, MalformedSuitesNameTheProblem) {
