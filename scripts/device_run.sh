@@ -9,6 +9,8 @@
 #   bench     `treeverify bench` of the suite twice (the spread is the noise), the sm_120 tile
 #             configuration forced on V1/V3/D1, and V1 at page size 64 (page-size parity)
 #   torch     bench/torch_reference.py, the PyTorch naive reference, same cases
+#   flashmla  bench/flashmla_dense.py: FlashMLA built from the checkout at $FLASHMLA (carried
+#             to the device), its dense prefix timed, then `treeverify bench` on the same cases
 #   small     the small-work cases (S1-S4) with V1 and D2, twice, and each kernel's duration
 #             (ncu, scripts/kernel_times.sh) in those cases; with .devpkg/bin/treeverify-base
 #             present (a baseline build), the same for it, as custom cases
@@ -109,6 +111,13 @@ if want bench; then
   timeout 100 $bin/treeverify bench --backend cuda-mma --config-arch 120 V1 V3 D1 >"$out/bench_cfg120.txt" 2>&1
   timeout 60 $bin/treeverify bench --backend cuda-mma --heads 8 --tree 16 --prefix 185000 --page 64 >"$out/bench_v1_page64.txt" 2>&1
   grep -h -E "^gpu|^(V|D|R|custom)" "$out"/bench1.txt "$out"/bench2.txt "$out"/bench_cfg120.txt "$out"/bench_v1_page64.txt
+fi
+if want flashmla; then
+  # FLASHMLA: a FlashMLA checkout with its cutlass submodule, carried to the device machine.
+  PYTHONUNBUFFERED=1 timeout 540 python3 bench/flashmla_dense.py --flashmla "${FLASHMLA:?FLASHMLA=checkout}" \
+    --build --treeverify $bin/treeverify --json "$out/flashmla.json" >"$out/flashmla.txt" 2>&1
+  echo "flashmla: rc=$?"
+  grep -E "^flashmla|^gpu|^(V|D)[0-9]|Error|error" "$out/flashmla.txt" | tail -20
 fi
 if want torch; then
   PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_reference.py --json "$out/torch.json" >"$out/torch.txt" 2>&1
