@@ -1,8 +1,7 @@
 // Definitions behind launcher.h, included only by the instantiation files.
 #pragma once
 
-#include <mutex>
-
+#include "cuda/common/smem_limit.cuh"
 #include "cuda/mma/kernel.cuh"
 #include "cuda/mma/launcher.h"
 
@@ -10,17 +9,7 @@ namespace treeverify::cuda::mma {
 
 template <typename T, typename V, KvMode kMode>
 cudaError_t raise_smem_limit() {
-  constexpr int kMaxDevices = 64;
-  static std::once_flag raised[kMaxDevices];
-  static cudaError_t result[kMaxDevices];
-  int device = 0;
-  if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
-  if (device >= kMaxDevices) return cudaErrorInvalidDevice;
-  std::call_once(raised[device], [&] {
-    result[device] = cudaFuncSetAttribute(
-        verify_mma_kernel<T, V, kMode>, cudaFuncAttributeMaxDynamicSharedMemorySize, V::kSmemBytes);
-  });
-  return result[device];
+  return cuda::raise_smem_limit<verify_mma_kernel<T, V, kMode>, V::kSmemBytes>();
 }
 
 template <typename T, typename V, KvMode kMode>

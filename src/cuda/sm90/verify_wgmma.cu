@@ -1,6 +1,5 @@
 // The wgmma verify kernel's launches (launcher.h), for bf16 and fp16.
-#include <mutex>
-
+#include "cuda/common/smem_limit.cuh"
 #include "cuda/sm90/launcher.h"
 #include "cuda/sm90/verify_wgmma.cuh"
 
@@ -9,17 +8,7 @@ namespace {
 
 template <typename T>
 cudaError_t raise_smem_limit() {
-  constexpr int kMaxDevices = 64;
-  static std::once_flag raised[kMaxDevices];
-  static cudaError_t result[kMaxDevices];
-  int device = 0;
-  if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
-  if (device >= kMaxDevices) return cudaErrorInvalidDevice;
-  std::call_once(raised[device], [&] {
-    result[device] = cudaFuncSetAttribute(
-        verify_wgmma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes);
-  });
-  return result[device];
+  return cuda::raise_smem_limit<verify_wgmma_kernel<T>, Tile::kSmemBytes>();
 }
 
 }  // namespace
