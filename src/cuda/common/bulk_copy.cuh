@@ -10,10 +10,10 @@
 
 namespace treeverify::cuda {
 
-// Makes the mbarrier at `bar` expect one arrival per phase.
-__device__ __forceinline__ void mbar_init(uint32_t bar) {
+// Makes the mbarrier at `bar` expect `count` arrivals per phase.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count = 1) {
 #if TV_HAS_BULK_COPY
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar));
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
 #endif
 }
 
@@ -22,6 +22,21 @@ __device__ __forceinline__ void mbar_init_fence() {
 #if TV_HAS_BULK_COPY
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// One arrival on the mbarrier's current phase.
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#if TV_HAS_BULK_COPY
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
+// One arrival, made when every cp.async this thread issued before it has landed (the
+// mbarrier's count includes it: .noinc).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
+#if TV_HAS_BULK_COPY
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 #endif
 }
 

@@ -80,26 +80,6 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 #endif
 }
 
-// mbarriers for the producer/consumer pipeline (PTX ISA: "mbarrier"): `count` arrivals a phase.
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-#if TV_HAS_WGMMA
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
-#endif
-}
-// One arrival on the mbarrier's current phase.
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-#if TV_HAS_WGMMA
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-#endif
-}
-// One arrival, made when every cp.async this thread issued before it has landed (the
-// mbarrier's count includes it: .noinc).
-__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
-#if TV_HAS_WGMMA
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-#endif
-}
-
 // Pins accumulator registers at this point of the program: the compiler may neither read them
 // before a wgmma_wait nor write them after a wgmma is issued (wgmma updates them behind its
 // back). CUTLASS's warpgroup_fence_operand.
