@@ -33,7 +33,8 @@
 #   wgmma     the sm_90a wgmma kernel: `treeverify check` on suite and custom cases (trees,
 #             page 1, fp16, ragged, forced chunks) and GpuVerify's quick tests, then the suite's
 #             cases it runs, twice, and on the portable kernel (sm_90 table forced), and ncu
-#             profiles of V1 and V4 (TV_WG_PORTABLE=0, TV_WG_PROFILE=0 leave those two out)
+#             profiles of V1 and V4 (TV_WG_PORTABLE=0, TV_WG_PROFILE=0 leave those two out);
+#             with .devpkg/bin/treeverify-base (a baseline build), its times of the same cases
 #   profile   ncu: stall reasons of the main kernel on V4 (L cut to 65536) and on V1 at page
 #             size 1 and 64, every kernel's duration in one D1 call, and the sm_80 tile
 #             configuration forced on V1/V4
@@ -124,6 +125,14 @@ if want torch; then
   cat "$out/torch.txt"
 fi
 if want wgmma; then
+  # A kernel that hangs (a pipeline deadlock) would cost every check's timeout: one short
+  # check first, and the step stops there if it fails.
+  if ! timeout 30 $bin/treeverify check --backend cuda-mma V1 >"$out/wgmma_first.txt" 2>&1; then
+    echo "wgmma: the first check failed or hung (rc=$?); step stopped"; tail -5 "$out/wgmma_first.txt"
+    steps=()
+  fi
+fi
+if want wgmma; then
   {
     for c in V1 V2 D2 S1 S2 R1; do timeout 60 $bin/treeverify check --backend cuda-mma $c; done
     for args in "--heads 8 --tree 64 --prefix 777 --page 16 --shape bushy" \
@@ -145,7 +154,11 @@ if want wgmma; then
   # TV_WG_PORTABLE=0 leaves out the portable kernel's run, TV_WG_PROFILE=0 the ncu profiles.
   [ "${TV_WG_PORTABLE:-1}" = 1 ] &&
     timeout 150 $bin/treeverify bench --backend cuda-mma --config-arch 90 "${cases[@]}" >"$out/bench_portable.txt" 2>&1
-  grep -h -E "^gpu|^(V|D|R|S)[0-9]|rror" "$out"/bench_wgmma?.txt "$out"/bench_portable.txt 2>/dev/null
+  # With .devpkg/bin/treeverify-base present (a baseline build), the same cases on it.
+  [ -x $bin/treeverify-base ] &&
+    timeout 150 $bin/treeverify-base bench --backend cuda-mma "${cases[@]}" >"$out/bench_base.txt" 2>&1
+  grep -h -E "^gpu|^(V|D|R|S)[0-9]|rror" "$out"/bench_wgmma?.txt "$out"/bench_portable.txt \
+    "$out"/bench_base.txt 2>/dev/null
   [ "${TV_WG_PROFILE:-1}" = 1 ] && {
     echo "== wgmma V1"; KERNEL=verify_wgmma timeout 120 scripts/ncu_stalls.sh V1
     echo "== wgmma V4 at L 65536"
@@ -221,11 +234,14 @@ if want layers; then
   grep -E "^gpu|^(V|D|S)[0-9]|layers, one stream" "$out/layers.txt"
 fi
 if want sass; then
+  # SASS_CASE: the bench case's flags instead of V4's shape at L = 65536; SASS_TAG: a suffix
+  # for the files, so that two cases can be profiled in one call.
+  tag=${SASS_TAG:-}
   ncu --clock-control none --kernel-name regex:"${KERNEL:-verify_mma}" --launch-skip 2 --launch-count 1 \
-    --section WarpStateStats --section SourceCounters --export "$out/sass" --force-overwrite \
-    $bin/treeverify bench --backend cuda-mma --iters 1 --warmup 2 --heads 64 --tree 64 \
-    --prefix 65536 --page 64 >"$out/sass_run.log" 2>&1
-  ncu --import "$out/sass.ncu-rep" --page source --print-source sass --csv >"$out/sass.csv" 2>&1
-  rm -f "$out/sass.ncu-rep"
-  python3 scripts/sass_hotspots.py "$out/sass.csv" 40 | tee "$out/sass_top.txt"
+    --section WarpStateStats --section SourceCounters --export "$out/sass$tag" --force-overwrite \
+    $bin/treeverify bench --backend cuda-mma --iters 1 --warmup 2 \
+    ${SASS_CASE:---heads 64 --tree 64 --prefix 65536 --page 64} >"$out/sass_run$tag.log" 2>&1
+  ncu --import "$out/sass$tag.ncu-rep" --page source --print-source sass --csv >"$out/sass$tag.csv" 2>&1
+  rm -f "$out/sass$tag.ncu-rep"
+  python3 scripts/sass_hotspots.py "$out/sass$tag.csv" 40 | tee "$out/sass_top$tag.txt"
 fi
