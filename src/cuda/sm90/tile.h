@@ -33,37 +33,25 @@ struct WgmmaTile {
   static constexpr int kBlockBytes = kTokens * 128;  // 64 rows of a 64-value block: 8192
   static constexpr int kStageBytes = kQKDim / 64 * kBlockBytes;
   static_assert(kRows == kTokens, "Q and a KV tile share the layout");
-  static constexpr int kBlocks = kQKDim / 64;  // 9: 8 of V (latent) and the rope block
-  // A stage is released by halves, as its readers finish (verify_wgmma.cuh): the "own" half
-  // is the V blocks of the warpgroup that scores the tile (blocks 4 g .. 4 g + 3 for tiles of
-  // warpgroup g), the "other" half the other warpgroup's V blocks and the rope block 8.
-  static constexpr int kHalfOwn = 0, kHalfOther = 1;
-  // P (16-bit, rows x tokens) of a scored tile, for the other warpgroup's P V, lives in the
-  // tile's own rope block (block 8 of its stage), which nothing reads once the tile is scored.
-  // Without swizzle: 8-row groups of kTokens values, the 8 rows interleaved 16 bytes at a time
-  // (one 128-byte core matrix: 8 values of each of 8 rows).
+  // P (16-bit, rows x tokens) of the last scored tile, for the other warpgroup's P V, without
+  // swizzle: 8-row groups of kTokens values, the 8 rows interleaved 16 bytes at a time (one
+  // 128-byte core matrix: 8 values of each of 8 rows).
   static constexpr int kPGroupBytes = 8 * kTokens * 2;  // 1024
-  static constexpr int kPInStage = (kBlocks - 1) * kBlockBytes;
-  static_assert(kRows / 8 * kPGroupBytes == kBlockBytes, "P fills the rope block");
-  // Shared memory: the KV stages; Q; each warpgroup's running row maxima after the tile it
-  // last scored (kRows floats each, fp32) and row sums; the row's lse and 1/l for the
-  // epilogue; the mbarriers:
-  // - full: one a 64-value block of a stage (the producer's 128 threads arrive once their
-  //   copies of the block have landed), so the scores start on the first blocks to land;
-  // - empty: one a half of a stage (the 128 threads of the warpgroup that read it last arrive);
-  // - hand-off, one each (128 arrivals, a warpgroup's threads): "max 0" (warpgroup 0 has
-  //   stored its new row maxima), "P 1" (warpgroup 1 has stored its maxima and P), "P 0"
-  //   (warpgroup 0 has stored its P, rescaled to warpgroup 1's maxima).
+  // Shared memory: the KV stages; Q; P; the running row maxima after the last scored tile
+  // (the first kRows floats of kMaxOffset) and each warpgroup's row sums (fp32);
+  // the row's lse and 1/l for the epilogue; a "full" and an "empty" mbarrier a stage.
   static constexpr int kQOffset = kStages * kStageBytes;
-  static constexpr int kMaxOffset = kQOffset + kStageBytes;
+  static constexpr int kPOffset = kQOffset + kStageBytes;
+  static constexpr int kMaxOffset = kPOffset + kRows / 8 * kPGroupBytes;
   static constexpr int kSumOffset = kMaxOffset + kWarpgroups * kRows * 4;
   static constexpr int kLseOffset = kSumOffset + kWarpgroups * kRows * 4;
   static constexpr int kInvLOffset = kLseOffset + kRows * 4;
   static constexpr int kFullOffset = kInvLOffset + kRows * 4;
-  static constexpr int kEmptyOffset = kFullOffset + kStages * kBlocks * 8;
-  static constexpr int kHandOffset = kEmptyOffset + kStages * 2 * 8;
-  static constexpr int kMax0Ready = 0, kP1Ready = 1, kP0Ready = 2;
-  static constexpr int kSmemBytes = kHandOffset + 3 * 8;
+  static constexpr int kEmptyOffset = kFullOffset + kStages * 8;
+  // "P ready" mbarriers, one a consumer warpgroup: its 128 threads arrive once they have
+  // stored the P and row maxima of a tile it scored.
+  static constexpr int kPReadyOffset = kEmptyOffset + kStages * 8;
+  static constexpr int kSmemBytes = kPReadyOffset + kWarpgroups * 8;
   static_assert(kSmemBytes <= 227 * 1024, "must fit a block of sm_90");
   static_assert(kFullOffset % 8 == 0, "mbarriers are 8-byte aligned");
 };

@@ -4,25 +4,21 @@
 // One CTA = 64 query rows (row r of request b is node r / H, head r % H) x one chunk of that
 // request's KV sequence (WgmmaTile, tile.h). A producer warpgroup copies the chunk's 64-token
 // KV tiles into two shared-memory stages (cp.async, 16 bytes a thread, into wgmma's
-// 128-byte-swizzle layout): a "full" mbarrier a 64-value block says the block has landed, an
-// "empty" one a half stage that its last reader is done with it. The two consumer warpgroups
-// split O by columns (warpgroup g holds O[:, 256 g : 256 g + 256], 128 fp32 registers a
-// thread) and take the tiles by pairs (a, b = a + 1), after FlashMLA's "seesaw" (our code):
-// warpgroup 0 scores a, warpgroup 1 scores b (S = Q K^T, 36 wgmma m64n64k16 from shared
-// memory, in accumulator chains of at most 12 steps), and then
-//   - warpgroup 0: online softmax of a (fp32, log2 units; the ancestor mask only in tiles that
-//     reach the tree region), hands its new row max to warpgroup 1, O_0 += P_a V_a with P from
-//     registers; once warpgroup 1's max after b is there, rescales P_a to it and stores it
-//     (16-bit) into a's rope block, which nothing reads once a is scored; rescales O_0;
-//     O_0 += P_b V_b with P_b from b's rope block; scores tile a + 2;
-//   - warpgroup 1: softmax of b against warpgroup 0's max, stores its max and P_b, O_1 +=
-//     P_b V_b (registers), O_1 += P_a V_a (a's rope block; P_a is already relative to b's
-//     max, so O_1 needs no rescale between the two), scores tile b + 2.
-// So each softmax runs while the tensor cores work through the other warpgroup's products,
-// and both warpgroups' scores of the next pair are queued behind their P V. A stage is
-// refilled by halves as they are released (the own half after its warpgroup's P V, the other
-// half after the other's), and the scores take the blocks in that order, so they start
-// before the whole tile has landed. The epilogue is the portable kernel's contract: a
+// 128-byte-swizzle layout; a "full" mbarrier a stage says a tile has landed, an "empty" one
+// that both consumer warpgroups are done with it). The two consumer warpgroups take the tiles
+// in turns ("seesaw", after FlashMLA's): warpgroup g owns tiles t with t % 2 == g and
+//   1. scores them, S = Q K^T (64 rows x 64 tokens: 36 wgmma m64n64k16, both operands from
+//      shared memory, in accumulator chains of at most 12 steps);
+//   2. runs the online softmax (fp32, log2 units; the ancestor mask only in tiles that reach
+//      the tree region) against the running max the other warpgroup left after tile t - 1, and
+//      hands P (16-bit) and the new max to the other warpgroup through shared memory (an
+//      mbarrier a warpgroup);
+//   3. O_g = alpha O_g + P V over its output columns [256 g, 256 g + 256), 4 wgmma m64n256k16
+//      with P from its registers and V (N-major) from the tile.
+// For the other warpgroup's tiles it waits for their P and max and runs step 3 with P from
+// shared memory. So while one warpgroup runs its softmax, the tensor cores run the other's
+// products, and each warpgroup's scores of its next tile run beside its last P V.
+// O_g is 128 fp32 registers a thread. The epilogue is the portable kernel's contract: a
 // one-chunk request writes out/lse, a split one an fp32 partial and its lse (log2) for the
 // combine kernel, and rows that come out non-finite are recomputed exactly
 // (cuda/mma/nonfinite.cuh).
@@ -79,87 +75,56 @@ __device__ __forceinline__ void copy_q(const VerifyKernelParams& p, const CtaWor
   }
 }
 
-// The mbarriers of the pipeline (tile.h): block kb of stage s landed; half h of stage s free.
-__device__ __forceinline__ uint32_t full_bar(uint32_t s_base, int s, int kb) {
-  return s_base + Tile::kFullOffset + 8 * (s * Tile::kBlocks + kb);
-}
-__device__ __forceinline__ uint32_t empty_bar(uint32_t s_base, int s, int half) {
-  return s_base + Tile::kEmptyOffset + 8 * (2 * s + half);
-}
-// Whether 64-value block kb belongs to the own half of a tile scored by warpgroup g (its V
-// columns) or to the other half (the other warpgroup's V columns and the rope block).
-__host__ __device__ constexpr bool in_own_half(int kb, int g) { return kb / 4 == g; }
-
-// The producer warpgroup: every tile of the chunk into stage tile % 2, half by half, each half
-// once its last reader has released it: per pair of tiles (a, b = a + 1), a's own half, b's
-// own half, a's other half, b's other half, the order in which the consumers free them. Each
-// lane arrives on a block's full mbarrier once its copies of that block have landed. Producer
-// thread t copies unit t % 8 of a block of rows t / 8 + 16 i (i < 4): 128 contiguous bytes of
-// a row for 8 threads, 4 whole rows for a warp's instruction; rows past the chunk are zero
-// filled, so masked probabilities multiply finite values. (One warp issuing every copy took about 4 us
-// a tile on the H200; the warpgroup shares them.)
+// The producer warpgroup: every tile of the chunk into stage tile % 2 once the consumers have
+// released it, then each lane's arrival on the stage's full mbarrier, made when that lane's
+// copies have landed. Producer thread t copies unit t % 8 of every block of rows t / 8 + 16 i
+// (i < 4): 128 contiguous bytes of a row for 8 threads, 4 whole rows for a warp's instruction;
+// rows past the chunk are zero filled, so masked probabilities multiply finite values. The
+// page-table entries of tile t + 1 are read while tile t's copies go out. (One warp issuing
+// every copy took about 4 us a tile on the H200; the warpgroup shares them.)
 __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
                                         uint32_t s_base) {
   constexpr int kProducers = Tile::kThreads - Tile::kConsumerThreads;
   constexpr int kRowsEach = Tile::kTokens * 8 / kProducers;  // 4
   const int pt = static_cast<int>(threadIdx.x) - Tile::kConsumerThreads;
   const int u = pt % 8, r0 = pt / 8;
-  auto token = [&](int tile, int i) {
-    return w.tok_begin + tile * Tile::kTokens + r0 + kProducers / 8 * i;
-  };
   auto page_ids = [&](int tile, int32_t(&ids)[kRowsEach]) {
 #pragma unroll
     for (int i = 0; i < kRowsEach; ++i) {
-      const int t = token(tile, i);
+      const int t = w.tok_begin + tile * Tile::kTokens + r0 + kProducers / 8 * i;
       ids[i] = tile < n_tiles && t < w.tok_end
                    ? __ldg(p.kv_page_indices + w.page_base + (t >> p.page_shift))
                    : 0;
     }
   };
-  // Half `half` of tile `tile` (page-table entries ids) into its stage.
-  auto copy_half = [&](int tile, int half, const int32_t(&ids)[kRowsEach]) {
-    if (tile >= n_tiles) return;
-    const int s = tile % Tile::kStages, g = tile % 2;
-    if (tile >= Tile::kStages)  // its last reader is done with it on the tile kStages before
-      mbar_wait(empty_bar(s_base, s, half), (tile / Tile::kStages - 1) & 1);
+  int32_t next[kRowsEach];
+  page_ids(0, next);
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    int32_t ids[kRowsEach];
+#pragma unroll
+    for (int i = 0; i < kRowsEach; ++i) ids[i] = next[i];
+    page_ids(tile + 1, next);
+    const int s = tile % Tile::kStages;
+    if (tile >= Tile::kStages)  // the consumers are done with the tile kStages before
+      mbar_wait(s_base + Tile::kEmptyOffset + 8 * s, (tile / Tile::kStages - 1) & 1);
     const uint32_t stage = s_base + s * Tile::kStageBytes;
-    const char* src[kRowsEach];
-    int bytes[kRowsEach];
 #pragma unroll
     for (int i = 0; i < kRowsEach; ++i) {
-      const int t = token(tile, i);
-      src[i] = static_cast<const char*>(p.kv) + u * 16;  // a zero fill reads nothing
-      bytes[i] = 0;
+      const int r = r0 + kProducers / 8 * i;
+      const int t = w.tok_begin + tile * Tile::kTokens + r;
+      const char* src = static_cast<const char*>(p.kv) + u * 16;
+      int bytes = 0;
       if (t < w.tok_end) {
         const int64_t row =
             (static_cast<int64_t>(ids[i]) << p.page_shift) + (t & ((1 << p.page_shift) - 1));
-        src[i] += row * (kQKDim * 2);
-        bytes[i] = 16;
+        src += row * (kQKDim * 2);
+        bytes = 16;
       }
-    }
 #pragma unroll
-    for (int kb = 0; kb < Tile::kBlocks; ++kb) {
-      if (in_own_half(kb, g) != (half == Tile::kHalfOwn)) continue;
-#pragma unroll
-      for (int i = 0; i < kRowsEach; ++i) {
-        const int r = r0 + kProducers / 8 * i;
-        cp_async_16(stage + tile_offset(r, kb, u), src[i] + kb * 128, bytes[i]);
-      }
-      cp_async_mbar_arrive(full_bar(s_base, s, kb));
+      for (int kb = 0; kb < kQKDim / 64; ++kb)
+        cp_async_16(stage + tile_offset(r, kb, u), src + kb * 128, bytes);
     }
-  };
-  // A tile's page-table entries are read for the next pair once its last half is out (40
-  // registers a producer thread leave no room for two pairs' entries).
-  int32_t ids_a[kRowsEach], ids_b[kRowsEach];
-  page_ids(0, ids_a);
-  page_ids(1, ids_b);
-  for (int a = 0; a < n_tiles; a += 2) {
-    copy_half(a, Tile::kHalfOwn, ids_a);
-    copy_half(a + 1, Tile::kHalfOwn, ids_b);
-    copy_half(a, Tile::kHalfOther, ids_a);
-    page_ids(a + 2, ids_a);
-    copy_half(a + 1, Tile::kHalfOther, ids_b);
-    page_ids(a + 3, ids_b);
+    cp_async_mbar_arrive(s_base + Tile::kFullOffset + 8 * s);
   }
 }
 
@@ -187,15 +152,13 @@ __device__ __forceinline__ float rescale(Rows& rows, int h, float m_new, float* 
   return alpha;
 }
 
-// The scores of the 64-token tile from `first` to probabilities: mask, new running max (at
-// least `floor`, the other warpgroup's; alpha, the rescale of O, returned for each row), row
-// sums into rows.l, P in fp32 left in s and packed in 16-bit pairs in the accumulator layout
-// (pa[j] = accumulators 2 j, 2 j + 1).
+// The scores of the 64-token tile from `first` to probabilities: mask, new running max (alpha,
+// the rescale of O, returned for each row), row sums into rows.l, and P packed in 16-bit pairs
+// in the accumulator layout (pa[j] = accumulators 2 j, 2 j + 1).
 template <typename T>
 __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
                                              float (&s)[32], int first, Rows& rows,
-                                             const float (&floor)[2], float (&alpha)[2],
-                                             uint32_t (&pa)[16]) {
+                                             float (&alpha)[2], uint32_t (&pa)[16]) {
   const int col0 = 2 * (static_cast<int>(threadIdx.x) % 4);
   float tile_max[2] = {mma::kNegInf, mma::kNegInf};
   if (rows.valid[0] && rows.valid[1] && first + Tile::kTokens <= min(w.prefix, w.tok_end)) {
@@ -223,7 +186,7 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
   for (int h = 0; h < 2; ++h) {
     tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
     tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-    alpha[h] = rescale(rows, h, fmaxf(fmaxf(rows.m[h], floor[h]), tile_max[h]), &m_ref[h]);
+    alpha[h] = rescale(rows, h, fmaxf(rows.m[h], tile_max[h]), &m_ref[h]);
   }
   float sum[2] = {0.f, 0.f};
 #pragma unroll
@@ -241,16 +204,18 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
   for (int j = 0; j < 16; ++j) pa[j] = pack2<T>(s[2 * j], s[2 * j + 1]);
 }
 
-// P (16-bit pairs, as softmax_tile packs them) for the other warpgroup, in the core-matrix
-// layout at s_p (row r, token tau at (r / 8) kPGroupBytes + (tau / 8) 128 + (r % 8) 16 +
-// (tau % 8) 2), so a warp's store writes 128 contiguous bytes.
-__device__ __forceinline__ void store_p(const Rows& rows, const uint32_t (&pa)[16], uint8_t* s_p) {
-  const int col0 = 2 * (static_cast<int>(threadIdx.x) % 4);
+// P (packed as softmax_tile leaves it) and the rows' running max, for the other warpgroup: P in
+// the core-matrix layout at s_p (row r, token tau at (r / 8) kPGroupBytes + (tau / 8) 128 +
+// (r % 8) 16 + (tau % 8) 2), so a warp's store writes 128 contiguous bytes.
+__device__ __forceinline__ void publish_p(const Rows& rows, const uint32_t (&pa)[16], uint8_t* s_p,
+                                          float* s_max) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, col0 = 2 * (lane % 4);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     uint8_t* row_p = s_p + (rows.r[h] / 8) * Tile::kPGroupBytes + (rows.r[h] % 8) * 16 + col0 * 2;
 #pragma unroll
     for (int j = 0; j < 8; ++j) *reinterpret_cast<uint32_t*>(row_p + j * 128) = pa[2 * j + h];
+    if (lane % 4 == 0) s_max[rows.r[h]] = rows.m[h];
   }
 }
 
@@ -321,79 +286,58 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
   }
 }
 
-// Consumer warpgroup kWg's pass over the chunk's tiles, O_g into o (module comment above).
-// Tiles go by pairs (a, b = a + 1): warpgroup 0 owns a, warpgroup 1 owns b. Each pair's pass is
-// one straight line of wgmma that ends with all of them waited for, specialised on the
-// warpgroup and on whether b and the next pair exist: ptxas serializes every wgmma (C7514,
-// C7520) when one stays in flight across a join of the control flow, where it moves
-// accumulator registers.
+// Consumer warpgroup kWg's pass over the chunk's tiles, O_g into o (module comment above). A
+// template on the warpgroup so that each pass is one straight line of wgmma per tile kind:
+// ptxas serializes every wgmma (C7520) when one stays in flight across a branch whose sides
+// issue different ones.
 template <typename T, int kWg>
 __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
                                         uint8_t* smem, Rows& rows, float (&o)[128]) {
-  using std::false_type, std::true_type;
   const uint32_t s_base = smem_addr(smem);
-  float* s_max = reinterpret_cast<float*>(smem + Tile::kMaxOffset);  // [warpgroup][row]
+  uint8_t* s_p = smem + Tile::kPOffset;
+  float* s_max = reinterpret_cast<float*>(smem + Tile::kMaxOffset);
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  // Descriptors are built once: a k step adds to the start address field (addresses stay
-  // below 256 KB, so the 14-bit field never carries or borrows).
+  // The operands' descriptors, built once: a k step adds a constant to the start address
+  // field (addresses stay below 256 KB, so the 14-bit field never carries).
   const uint64_t q_desc = smem_desc<Swizzle::k128B>(s_base + Tile::kQOffset, 16, 1024);
-  auto plus = [](uint64_t desc, int bytes) { return desc + static_cast<int64_t>(bytes / 16); };
-  // Tile t lives in stage t % 2 and is scored by warpgroup t % 2.
-  auto stage = [&](int t) { return s_base + (t % Tile::kStages) * Tile::kStageBytes; };
-  auto hand = [&](int which) { return s_base + Tile::kHandOffset + 8 * which; };
-  auto first = [&](int t) { return w.tok_begin + t * Tile::kTokens; };
-  // This thread is done with half `half` of tile t (every thread arrives: a branch on the lane
-  // while wgmma are in flight makes ptxas serialize them, C7520).
-  auto release = [&](int t, int half) {
-    mbar_arrive(empty_bar(s_base, t % Tile::kStages, half));
+  const uint64_t p_desc = smem_desc(s_base + Tile::kPOffset, 128, Tile::kPGroupBytes);
+  auto plus = [](uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); };
+  // This warp is done with tile t (its last product on it has completed).
+  auto release = [&](int t) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(s_base + Tile::kEmptyOffset + 8 * (t % Tile::kStages));
   };
-  // Block kb of tile t has landed: the copies (generic proxy), seen through the mbarrier, for
-  // wgmma's reads.
-  auto wait_block = [&](int t, int kb) {
-    mbar_wait(full_bar(s_base, t % Tile::kStages, kb), (t / Tile::kStages) & 1);
+  // The mbarriers that say a warpgroup's P and max are ready: this one's, the other's.
+  const uint32_t p_mine = s_base + Tile::kPReadyOffset + 8 * kWg;
+  const uint32_t p_theirs = s_base + Tile::kPReadyOffset + 8 * (1 - kWg);
+  // Waits until tile t has landed: the copies (generic proxy), seen through the mbarrier, for
+  // wgmma (both warpgroups wait; the one that does not score the tile finds it landed).
+  auto wait_tile = [&](int t) {
+    mbar_wait(s_base + Tile::kFullOffset + 8 * (t % Tile::kStages), (t / Tile::kStages) & 1);
     fence_proxy_async();
   };
-  // The running maxima of this thread's rows to the other warpgroup.
-  auto store_max = [&]() {
-    if (lane % 4 == 0)
-      for (int h = 0; h < 2; ++h) s_max[kWg * Tile::kRows + rows.r[h]] = rows.m[h];
+  auto stage = [&](int t) { return s_base + (t % Tile::kStages) * Tile::kStageBytes; };
+  // V of tile t, this warpgroup's 256 columns, N-major.
+  auto v_desc = [&](int t) {
+    return smem_desc<Swizzle::k128B>(stage(t) + 4 * kWg * Tile::kBlockBytes, Tile::kBlockBytes,
+                                     1024);
   };
-  auto scale_o = [&](const float(&alpha)[2]) {
-    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-      for (int i = 0; i < 128; ++i) o[i] *= alpha[(i / 2) % 2];
-    }
-    fence_accumulators(o);
-  };
-
-  // S = Q K^T over this warpgroup's tile t into sv. The blocks go in the order their stage
-  // halves are refilled: this warpgroup's V blocks, the other's, the rope block; each waits
-  // for its copy, so the first products run while the rest land. The tensor cores' fp32
-  // accumulation does not round to nearest, so no chain of k steps may be deep: one 36-step
-  // chain put 4x the portable kernel's error on lse (H200: 1.1e-5 against 2.5e-6, whose
+  // S = Q K^T over tile t into sv; waits for every wgmma in flight (O's P V may run beside). The
+  // tensor cores' fp32 accumulation does not round to nearest, so no chain of k steps may be deep:
+  // one 36-step chain put 4x the portable kernel's error on lse (H200: 1.1e-5 against 2.5e-6, whose
   // mma.sync chains are 9 steps, 144 deep) and two of 18 up to 9.1e-6 (fp16). Two accumulators
   // (a third, beside O, spills): steps 0-23 alternate between them and are summed, then steps
   // 24-35 run into the second again: chains of 12, summed in fp32, at the cost of one wait.
-  // With kMid, the wgmma in flight before the scores (the other's P V of tile mid_tile) are
-  // waited for after step 16, and that tile's other half released.
-  auto block_at = [](int i) { return i < 4 ? 4 * kWg + i : i < 8 ? 4 * (1 - kWg) + i - 4 : 8; };
-  auto scores = [&](int t, float(&sv)[32], auto mid, int mid_tile) {
-    constexpr int kSteps = kQKDim / 16, kSplit = 24, kMid = 16;
-    uint64_t qd = plus(q_desc, block_at(0) * Tile::kBlockBytes);
-    uint64_t kd = smem_desc<Swizzle::k128B>(stage(t) + block_at(0) * Tile::kBlockBytes, 16, 1024);
+  auto scores = [&](int t, float(&sv)[32]) {
+    constexpr int kSteps = kQKDim / 16, kSplit = 24;
+    wait_tile(t);
+    const uint64_t k_desc = smem_desc<Swizzle::k128B>(stage(t), 16, 1024);
     // The k steps' descriptors are made one after the other, each from the last through an
     // opaque copy: otherwise ptxas builds all 36 up front and spills them (200 bytes).
+    uint64_t qd = q_desc, kd = k_desc;
     auto qk = [&](float(&d)[32], int ks, bool accumulate) {
-      if (ks % 4 == 0) {  // after the wait's loop, the fence ptxas would otherwise insert
-        wait_block(t, block_at(ks / 4));
-        wgmma_fence();
-      }
       wgmma_m64n64k16<T, 0>(d, qd, kd, accumulate);
-      const int next = ks % 4 != 3       ? 32
-                       : ks + 1 < kSteps ? (block_at(ks / 4 + 1) - block_at(ks / 4)) *
-                                                   Tile::kBlockBytes -
-                                               96
-                                         : 0;
+      const uint32_t next = ks % 4 == 3 ? Tile::kBlockBytes - 96 : 32;
       qd = plus(qd, next);
       kd = plus(kd, next);
       asm volatile("" : "+l"(qd), "+l"(kd));
@@ -403,16 +347,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     fence_accumulators(sc);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < kSplit; ++ks) {
-      if constexpr (decltype(mid)::value) {
-        if (ks == kMid) {
-          wgmma_commit();
-          wgmma_wait<1>();
-          release(mid_tile, Tile::kHalfOther);
-        }
-      }
-      qk(ks % 2 ? sc : sv, ks, ks >= 2);
-    }
+    for (int ks = 0; ks < kSplit; ++ks) qk(ks % 2 ? sc : sv, ks, ks >= 2);
     wgmma_commit();
     wgmma_wait<0>();
     fence_accumulators(sv);
@@ -427,19 +362,45 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     wgmma_commit();
     wgmma_wait<0>();
     fence_accumulators(sc);
-    fence_accumulators(o);
 #pragma unroll
     for (int i = 0; i < 32; ++i) sv[i] += sc[i];
   };
-
-  // V of tile t, this warpgroup's 256 columns, N-major; P of tile t in its rope block.
-  auto v_desc = [&](int t) {
-    return smem_desc<Swizzle::k128B>(stage(t) + 4 * kWg * Tile::kBlockBytes, Tile::kBlockBytes,
-                                     1024);
+  auto scale_o = [&](const float(&alpha)[2]) {
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+      for (int i = 0; i < 128; ++i) o[i] *= alpha[(i / 2) % 2];
+    }
+    fence_accumulators(o);
   };
-  uint8_t* const p_slot[2] = {smem + Tile::kPInStage, smem + Tile::kStageBytes + Tile::kPInStage};
-  // O += P V for this warpgroup's tile t with P from registers, issued and committed.
-  auto pv_local = [&](const uint32_t(&pa)[16], int t) {
+  // O = alpha O + P V for the other warpgroup's tile t, P and its max from shared memory once
+  // that warpgroup has published them (mbarrier p_theirs; with named barriers, bar.arrive
+  // against bar.sync, racecheck reported hazards on the epilogue's row sums). O must not be in
+  // flight; left running.
+  auto pv_theirs = [&](int t) {
+    wait_tile(t);
+    mbar_wait(p_theirs, (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float m_ref;
+      alpha[h] = rescale(rows, h, s_max[rows.r[h]], &m_ref);
+      rows.l[h] *= alpha[h];
+    }
+    scale_o(alpha);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < Tile::kTokens / 16; ++ks)
+      wgmma_m64n256k16<T, 1>(o, plus(p_desc, ks * 256), plus(v_desc(t), 16 * ks * 128), true);
+    wgmma_commit();
+  };
+  // P of this warpgroup's tile t (softmax_tile's pa) and the rows' max to the other warpgroup
+  // (mbarrier p_mine), then O = alpha O + P V with P from registers, left running. P's buffer
+  // must be free: its last reader is this warpgroup's P V of the other's tile before.
+  auto pv_mine = [&](const uint32_t(&pa)[16], const float(&alpha)[2], int t) {
+    publish_p(rows, pa, s_p, s_max);
+    fence_proxy_async();
+    mbar_arrive(p_mine);  // releases this thread's stores
+    scale_o(alpha);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < Tile::kTokens / 16; ++ks) {
@@ -448,128 +409,44 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     }
     wgmma_commit();
   };
-  // O += P V for the other warpgroup's tile t with P from its rope block, issued and committed
-  // (the caller has waited for P's hand-off).
-  auto pv_remote = [&](int t) {
-#pragma unroll
-    for (int kb = 4 * kWg; kb < 4 * kWg + 4; ++kb) wait_block(t, kb);
-    const uint64_t p_desc =
-        smem_desc(stage(t) + Tile::kPInStage, 128, Tile::kPGroupBytes);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < Tile::kTokens / 16; ++ks)
-      wgmma_m64n256k16<T, 1>(o, plus(p_desc, ks * 256), plus(v_desc(t), 16 * ks * 128), true);
-    wgmma_commit();
+  // The P V of tile t done, and the tile released by this warp.
+  auto finish = [&](int t) {
+    wgmma_wait<0>();
+    fence_accumulators(o);
+    release(t);
   };
+  auto first = [&](int t) { return w.tok_begin + t * Tile::kTokens; };
 
-  float sv[32], alpha[2];
+  // Everything is waited for at the end of each tile pair: ptxas serializes every wgmma
+  // (C7514) when one stays in flight across a join of the control flow (a loop's back edge,
+  // an if), where it moves accumulator registers.
   uint32_t pa[16];
-  if constexpr (kWg == 0) {
-    // Warpgroup 0, pair (a, b): softmax of a against its running max (warpgroup 1's after
-    // the last pair); hand the new max over; O += P_a V_a; once warpgroup 1 has its max
-    // after b, rescale P_a to it and hand P_a over; O and l to that max; O += P_b V_b; score
-    // tile a + 2 (the P V of b waited for after 16 steps).
-    auto pair = [&](auto has_b, auto has_next, int a) {
-      const uint32_t parity = (a / 2) & 1;
-      const float no_floor[2] = {mma::kNegInf, mma::kNegInf};
-      softmax_tile<T>(p, w, sv, first(a), rows, no_floor, alpha, pa);
-      store_max();
-      mbar_arrive(hand(Tile::kMax0Ready));
-      scale_o(alpha);
-      pv_local(pa, a);
-      float to_b[2] = {1.f, 1.f};  // P_a, O and l from a's max to b's
-      if constexpr (decltype(has_b)::value) {
-        mbar_wait(hand(Tile::kP1Ready), parity);
-        uint32_t pb[16];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float m_ref;
-          to_b[h] = rescale(rows, h, s_max[Tile::kRows + rows.r[h]], &m_ref);
-        }
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-          pb[j] = pack2<T>(sv[2 * j] * to_b[j % 2], sv[2 * j + 1] * to_b[j % 2]);
-        store_p(rows, pb, p_slot[0]);
-      } else {
-        store_p(rows, pa, p_slot[0]);
-      }
-      fence_proxy_async();
-      mbar_arrive(hand(Tile::kP0Ready));  // releases this thread's stores
-      wgmma_wait<0>();
-      fence_accumulators(o);
-      release(a, Tile::kHalfOwn);
-      if constexpr (decltype(has_b)::value) {
-        for (int h = 0; h < 2; ++h) rows.l[h] *= to_b[h];
-        scale_o(to_b);
-        pv_remote(a + 1);
-        if constexpr (decltype(has_next)::value) {
-          scores(a + 2, sv, true_type{}, a + 1);
-        } else {
-          wgmma_wait<0>();
-          fence_accumulators(o);
-          release(a + 1, Tile::kHalfOther);
-        }
-      }
-    };
-    if (n_tiles > 0) scores(0, sv, false_type{}, 0);
-    for (int a = 0; a < n_tiles; a += 2) {
-      if (a + 2 < n_tiles)
-        pair(true_type{}, true_type{}, a);
-      else if (a + 1 < n_tiles)
-        pair(true_type{}, false_type{}, a);
-      else
-        pair(false_type{}, false_type{}, a);
+  float sv[32], alpha[2];
+  int own = kWg;
+  if constexpr (kWg == 0) {  // tile 0 comes first
+    if (n_tiles > 0) {
+      scores(0, sv);
+      softmax_tile<T>(p, w, sv, first(0), rows, alpha, pa);
+      pv_mine(pa, alpha, 0);
+      finish(0);
     }
-  } else {
-    // Warpgroup 1, pair (a, b): softmax of b against warpgroup 0's max after a; hand its max
-    // and P_b over; O += P_b V_b; once P_a (rescaled to b's max) is there, O += P_a V_a;
-    // release both; score tile b + 2. Without b (the chunk's last tile is a): O and l to a's
-    // max, O += P_a V_a.
-    auto pair = [&](auto has_next, int a) {
-      const uint32_t parity = (a / 2) & 1;
-      mbar_wait(hand(Tile::kMax0Ready), parity);
-      const float floor[2] = {s_max[rows.r[0]], s_max[rows.r[1]]};
-      softmax_tile<T>(p, w, sv, first(a + 1), rows, floor, alpha, pa);
-      store_max();
-      store_p(rows, pa, p_slot[1]);
-      fence_proxy_async();
-      mbar_arrive(hand(Tile::kP1Ready));  // releases this thread's stores
-      scale_o(alpha);
-      pv_local(pa, a + 1);
-      mbar_wait(hand(Tile::kP0Ready), parity);
-      pv_remote(a);
-      wgmma_wait<1>();
-      release(a + 1, Tile::kHalfOwn);
-      wgmma_wait<0>();
-      fence_accumulators(o);
-      release(a, Tile::kHalfOther);
-      if constexpr (decltype(has_next)::value) scores(a + 3, sv, false_type{}, 0);
-    };
-    auto last_alone = [&](int a) {
-      const uint32_t parity = (a / 2) & 1;
-      mbar_wait(hand(Tile::kMax0Ready), parity);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float m_ref;
-        alpha[h] = rescale(rows, h, fmaxf(rows.m[h], s_max[rows.r[h]]), &m_ref);
-        rows.l[h] *= alpha[h];
-      }
-      scale_o(alpha);
-      mbar_wait(hand(Tile::kP0Ready), parity);
-      pv_remote(a);
-      wgmma_wait<0>();
-      fence_accumulators(o);
-      release(a, Tile::kHalfOther);
-    };
-    if (n_tiles > 1) scores(1, sv, false_type{}, 0);
-    for (int a = 0; a < n_tiles; a += 2) {
-      if (a + 3 < n_tiles)
-        pair(true_type{}, a);
-      else if (a + 1 < n_tiles)
-        pair(false_type{}, a);
-      else
-        last_alone(a);
-    }
+    own = 2;
+  }
+  // (the other's tile own - 1, this one's): own's scores run beside the P V of own - 1.
+  // (Taking them before waiting for the other warpgroup's P of own - 1 puts the copy of own,
+  // whose stage own - 2 has just left, on the critical path: H200 V4 3.46 ms against 2.8.)
+  for (; own < n_tiles; own += 2) {
+    pv_theirs(own - 1);
+    scores(own, sv);  // its waits cover the P V of own - 1
+    fence_accumulators(o);
+    release(own - 1);  // the P V of own - 1 done: also frees P's buffer
+    softmax_tile<T>(p, w, sv, first(own), rows, alpha, pa);
+    pv_mine(pa, alpha, own);
+    finish(own);
+  }
+  if (own - 1 < n_tiles) {  // the chunk's last tile is the other warpgroup's
+    pv_theirs(own - 1);
+    finish(own - 1);
   }
 }
 
@@ -587,13 +464,11 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   const int n_tiles = (w.tok_end - w.tok_begin + Tile::kTokens - 1) / Tile::kTokens;
   if (threadIdx.x == 0) {
     for (int s = 0; s < Tile::kStages; ++s) {
-      for (int kb = 0; kb < Tile::kBlocks; ++kb)
-        mbar_init(full_bar(s_base, s, kb), Tile::kThreads - Tile::kConsumerThreads);
-      for (int half = 0; half < 2; ++half)
-        mbar_init(empty_bar(s_base, s, half), Tile::kConsumerThreads / Tile::kWarpgroups);
+      mbar_init(s_base + Tile::kFullOffset + 8 * s, Tile::kThreads - Tile::kConsumerThreads);
+      mbar_init(s_base + Tile::kEmptyOffset + 8 * s, Tile::kConsumerThreads / 32);
     }
-    for (int i = 0; i < 3; ++i)
-      mbar_init(s_base + Tile::kHandOffset + 8 * i, Tile::kConsumerThreads / Tile::kWarpgroups);
+    for (int g = 0; g < Tile::kWarpgroups; ++g)
+      mbar_init(s_base + Tile::kPReadyOffset + 8 * g, Tile::kConsumerThreads / Tile::kWarpgroups);
     mbar_init_fence();
   }
   __syncthreads();  // the mbarriers; the last barrier the producer warpgroup joins
