@@ -28,10 +28,12 @@
 #             to 65536), as csv (sass.csv) and the 40 instructions with the most samples
 #             (KERNEL=verify_wgmma: the wgmma kernel's)
 #   wgsan     the wgmma kernel (the device's own choice only) under memcheck, over the GpuVerify
-#             tests that run it, and racecheck, over EveryVariant and GpuNonFinite's (each tool
+#             and GpuE4M3 tests that run it, and racecheck, over EveryVariant, GpuNonFinite's and
+#             GpuE4M3's outlier channels (each tool
 #             cut at TV_WGSAN_TIMEOUT seconds, default 280; TV_WGSAN_TOOLS=racecheck: one tool)
 #   wgmma     the sm_90a wgmma kernel: `treeverify check` on suite and custom cases (trees,
-#             page 1, fp16, ragged, forced chunks) and GpuVerify's quick tests, then the suite's
+#             page 1, fp16, ragged, forced chunks; 16-bit and e4m3 caches) and the quick GPU
+#             tests of both, then the suite's
 #             cases it runs, twice, and on the portable kernel (sm_90 table forced), and ncu
 #             profiles of V1 and V4 (TV_WG_PORTABLE=0, TV_WG_PROFILE=0 leave those two out);
 #             with .devpkg/bin/treeverify-base (a baseline build), its times of the same cases
@@ -91,8 +93,8 @@ fi
 # The wgmma kernel under both tools, the device's own choice only: memcheck over a broad set,
 # racecheck over a small one (the broad set outran 280 s under racecheck on the H200).
 if want wgsan; then
-  small='GpuVerify.EveryVariant:GpuNonFinite.EveryVariantOnce'
-  broad="$small:GpuVerify.TreeShapesAndSizes:GpuVerify.PageSizes:GpuVerify.Heads:GpuVerify.ChunkLengths:GpuVerify.RaggedBatch:GpuVerify.Fp16:GpuVerify.WgmmaPagesHeadsAndChunks"
+  small='GpuVerify.EveryVariant:GpuNonFinite.EveryVariantOnce:GpuE4M3.OutlierChannels'
+  broad="$small:GpuVerify.TreeShapesAndSizes:GpuVerify.PageSizes:GpuVerify.Heads:GpuVerify.ChunkLengths:GpuVerify.RaggedBatch:GpuVerify.Fp16:GpuVerify.WgmmaPagesHeadsAndChunks:GpuE4M3.WgmmaPagesHeadsAndChunks:GpuE4M3.NanCodeReachesOnlyTheRowsThatSeeIt"
   for tool in ${TV_WGSAN_TOOLS:-memcheck racecheck}; do
     filter=$broad
     [ $tool = racecheck ] && filter=$small
@@ -127,7 +129,8 @@ fi
 if want wgmma; then
   # A kernel that hangs (a pipeline deadlock) would cost every check's timeout: one short
   # check first, and the step stops there if it fails.
-  if ! timeout 30 $bin/treeverify check --backend cuda-mma V1 >"$out/wgmma_first.txt" 2>&1; then
+  if ! { timeout 30 $bin/treeverify check --backend cuda-mma V1 &&
+    timeout 30 $bin/treeverify check --backend cuda-mma --kv-format e4m3 V1; } >"$out/wgmma_first.txt" 2>&1; then
     echo "wgmma: the first check failed or hung (rc=$?); step stopped"; tail -5 "$out/wgmma_first.txt"
     steps=()
   fi
@@ -143,22 +146,34 @@ if want wgmma; then
       "--heads 64 --tree 1 --prefix 0 --page 16" "--heads 16 --tree 5 --prefix 70000 --page 128"; do
       timeout 60 $bin/treeverify check --backend cuda-mma $args
     done
-    timeout 200 $bin/treeverify_gpu_tests --gtest_brief=1 \
-      --gtest_filter='GpuVerify.EveryVariant:GpuVerify.Fp16:GpuVerify.Deterministic:GpuVerify.StepDataFollowsThePlan:GpuVerify.WgmmaPagesHeadsAndChunks'
+    # e4m3 caches in exact mode (the producer widens the codes)
+    for c in V1 D2 S2; do timeout 60 $bin/treeverify check --backend cuda-mma --kv-format e4m3 $c; done
+    for args in "--heads 8 --tree 17 --prefix 3000 --page 1 --dtype fp16" \
+      "--heads 16 --tree 5 --prefix 70000 --page 128" "--heads 1 --tree 1024 --prefix 100 --page 16 --shape deep"; do
+      timeout 60 $bin/treeverify check --backend cuda-mma --kv-format e4m3 $args
+    done
+    TREEVERIFY_TEST_OWN_TABLE_ONLY=1 timeout 200 $bin/treeverify_gpu_tests --gtest_brief=1 \
+      --gtest_filter='GpuVerify.EveryVariant:GpuVerify.Fp16:GpuVerify.Deterministic:GpuVerify.StepDataFollowsThePlan:GpuVerify.WgmmaPagesHeadsAndChunks:GpuE4M3.WgmmaPagesHeadsAndChunks:GpuE4M3.OutlierChannels:GpuE4M3.NanCodeReachesOnlyTheRowsThatSeeIt'
   } >"$out/wgmma_check.txt" 2>&1
   grep -E "^case|kernel|PASS|FAIL|ERROR|rror|^\[  (PASSED|FAILED)" "$out/wgmma_check.txt" | cut -c1-220
   cases=(V1 V2 V3 V4 D2 S1 S2 R1)
   for run in 1 2; do
     timeout 150 $bin/treeverify bench --backend cuda-mma "${cases[@]}" >"$out/bench_wgmma$run.txt" 2>&1
+    timeout 150 $bin/treeverify bench --backend cuda-mma --kv-format e4m3 V1 V2 V3 V4 D1 D2 \
+      >"$out/bench_wgmma_e4m3_$run.txt" 2>&1
   done
   # TV_WG_PORTABLE=0 leaves out the portable kernel's run, TV_WG_PROFILE=0 the ncu profiles.
-  [ "${TV_WG_PORTABLE:-1}" = 1 ] &&
-    timeout 150 $bin/treeverify bench --backend cuda-mma --config-arch 90 "${cases[@]}" >"$out/bench_portable.txt" 2>&1
+  [ "${TV_WG_PORTABLE:-1}" = 1 ] && {
+    timeout 150 $bin/treeverify bench --backend cuda-mma --config-arch 90 "${cases[@]}"
+    timeout 150 $bin/treeverify bench --backend cuda-mma --config-arch 90 --kv-format e4m3 V1 V2 V3 V4 D1 D2
+  } >"$out/bench_portable.txt" 2>&1
   # With .devpkg/bin/treeverify-base present (a baseline build), the same cases on it.
-  [ -x $bin/treeverify-base ] &&
-    timeout 150 $bin/treeverify-base bench --backend cuda-mma "${cases[@]}" >"$out/bench_base.txt" 2>&1
-  grep -h -E "^gpu|^(V|D|R|S)[0-9]|rror" "$out"/bench_wgmma?.txt "$out"/bench_portable.txt \
-    "$out"/bench_base.txt 2>/dev/null
+  [ -x $bin/treeverify-base ] && {
+    timeout 150 $bin/treeverify-base bench --backend cuda-mma "${cases[@]}"
+    timeout 150 $bin/treeverify-base bench --backend cuda-mma --kv-format e4m3 V1 V2 V3 V4 D1 D2
+  } >"$out/bench_base.txt" 2>&1
+  grep -h -E "^gpu|^(V|D|R|S)[0-9]|rror" "$out"/bench_wgmma?.txt "$out"/bench_wgmma_e4m3_?.txt \
+    "$out"/bench_portable.txt "$out"/bench_base.txt 2>/dev/null
   [ "${TV_WG_PROFILE:-1}" = 1 ] && {
     echo "== wgmma V1"; KERNEL=verify_wgmma timeout 120 scripts/ncu_stalls.sh V1
     echo "== wgmma V4 at L 65536"

@@ -36,9 +36,9 @@ void add_case_flags(CLI::App* app, CaseFlags* f) {
                   "says); --kv-dtype is another name for it")
       ->capture_default_str();
   app->add_option("--precision", f->precision,
-                  "e4m3 caches: exact (products in the q dtype) or fast (Q and P rounded to e4m3, "
-                  "FP8 products where the GPU has them; elsewhere the plan runs exact and says "
-                  "why)")
+                  "e4m3 caches: exact (codes widened, fp16 products) or fast (Q and P rounded to "
+                  "e4m3, FP8 products where the GPU has them; elsewhere the plan runs exact and "
+                  "says why)")
       ->capture_default_str();
   auto* g = app->add_option_group("custom case", "a case given by flags instead of a suite name");
   g->add_option("--tree", f->tree, "T: one value, or one per request");

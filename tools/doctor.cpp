@@ -203,8 +203,8 @@ int run_doctor(const DoctorFlags& flags) {
         "    (rR-sS: R query rows a CTA, an S-stage copy pipeline; -t16: 16-token KV tiles; "
         "-bulk:\n     one bulk copy a KV row; r64 with 32-token tiles: two halves, one's softmax "
         "beside\n     the other's products; wgmma-rR-tT: the sm_90a wgmma kernel, R rows a CTA, "
-        "T-token\n     KV tiles, for 16-bit caches; a forced --config-arch runs the portable "
-        "one)\n");
+        "T-token\n     KV tiles, for 16-bit caches and e4m3 ones in exact mode; a forced "
+        "--config-arch runs\n     the portable one)\n");
   } else {
     fmt::print(
         "  CUDA: not compiled into this build (configured with TREEVERIFY_CUDA=OFF or "
@@ -245,7 +245,8 @@ int run_doctor(const DoctorFlags& flags) {
   fmt::print(
       "e4m3 KV caches (--kv-format e4m3), by --precision:\n"
       "  exact: fp16 products on the cache's values widened exactly (CUDA), fp32/fp64 (CPU);\n"
-      "         every backend, every architecture\n"
+      "         every backend, every architecture; more than 32 rows on sm_90a code: the wgmma\n"
+      "         kernel, whose producer widens the tiles in shared memory\n"
       "  fast:  Q and P rounded to e4m3; native FP8 products (mma.sync e4m3 -> QMMA) in code for\n"
       "         {}. A fast request on code for {},\n"
       "         or on a CPU backend, runs exact, and the plan's reason says why\n",

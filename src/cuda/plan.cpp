@@ -64,11 +64,15 @@ std::string wgmma_name() {
   return fmt::format("wgmma-r{}-t{}", cuda::sm90::WgmmaTile::kRows, cuda::sm90::WgmmaTile::kTokens);
 }
 
-// The same facts for the sm_90a wgmma kernel on the current device.
-VariantFacts wgmma_facts(DType dtype) {
+// The same facts for the sm_90a wgmma kernel on the current device (e4m3: its exact-mode
+// instance).
+VariantFacts wgmma_facts(DType dtype, bool e4m3) {
+  using cuda::sm90::verify_wgmma_ctas_per_sm;
   using cuda::sm90::WgmmaTile;
-  const int ctas = dtype == DType::kBF16 ? cuda::sm90::verify_wgmma_ctas_per_sm<__nv_bfloat16>()
-                                         : cuda::sm90::verify_wgmma_ctas_per_sm<__half>();
+  const int ctas = dtype == DType::kBF16 ? (e4m3 ? verify_wgmma_ctas_per_sm<__nv_bfloat16, true>()
+                                                 : verify_wgmma_ctas_per_sm<__nv_bfloat16, false>())
+                   : e4m3                ? verify_wgmma_ctas_per_sm<__half, true>()
+                                         : verify_wgmma_ctas_per_sm<__half, false>();
   return VariantFacts{WgmmaTile::kRows,
                       WgmmaTile::kTokens,
                       WgmmaTile::kSmemBytes,
@@ -289,10 +293,10 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                                                    .forced_config_arch = options.force_config_arch,
                                                    .forced_rows = forced_rows,
                                                    .max_rows = max_rows,
-                                                   .e4m3 = e4m3});
+                                                   .fast = mode == KvMode::kE4M3Fast});
   std::string no_wgmma = blocker != nullptr ? blocker : "";
   if (no_wgmma.empty()) {
-    const VariantFacts wf = facts_on(device, [&] { return wgmma_facts(problem.dtype); });
+    const VariantFacts wf = facts_on(device, [&] { return wgmma_facts(problem.dtype, e4m3); });
     // A device that cannot hold it (an sm_90 part with less shared memory a block) keeps the
     // portable kernel, which the checks above found runnable.
     if (wf.ctas_per_sm > 0 && static_cast<size_t>(wf.smem) <= device.smem_per_block_optin)
@@ -343,7 +347,8 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   plan->precision = fast ? Precision::kFast : Precision::kExact;
   plan->state.fast_products = fast;
   plan->kernel = f.wgmma
-                     ? fmt::format("cuda-wgmma/{}/{}/sm90a", dtype_name(problem.dtype), f.name)
+                     ? fmt::format("cuda-wgmma/{}{}/{}/sm90a", dtype_name(problem.dtype),
+                                   e4m3 ? "-e4m3kv" : "", f.name)
                      : fmt::format("cuda-mma/{}{}{}/{}/sm{}-config", dtype_name(problem.dtype),
                                    e4m3 ? "-e4m3kv" : "", fast ? "-fast" : "", f.name, config_arch);
   // On an sm_90 device, why the portable kernel runs instead of the wgmma one.
@@ -379,7 +384,8 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                                : fmt::format(" (emulated on this sm_{}: a correctness run, not a "
                                              "speed one)",
                                              sm))
-             : ", e4m3 widened to 16 bits in shared memory (exact: products in the q dtype)" +
+             : ", e4m3 widened to fp16 in shared memory (exact: fp16 products, Q scaled into fp16 "
+               "by a power of two a row)" +
                    precision_note,
       sched.max_row_blocks, sched.num_chunks, sched.chunk_tokens, sched.num_ctas, f.ctas_per_sm,
       split, sched.est_ns * 1e-3);

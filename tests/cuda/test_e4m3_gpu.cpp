@@ -1,5 +1,5 @@
 // cuda-mma with an e4m3 KV cache (exact mode: fp16 products, K and V widened in registers or,
-// in the 64-row variants, in shared memory)
+// in the 64-row variants and the sm_90a wgmma kernel, in shared memory)
 // against the float64 oracle on the dequantized cache: every variant of the three tile
 // tables, both dtypes, page sizes 1 to 128, ragged batches, forced splits, and the
 // non-finite policy's recomputation for a NaN code.
@@ -55,6 +55,29 @@ TEST(GpuE4M3, PagesTreesAndBatches) {
         e4m3_spec(fmt::format("T 257 config {}", arch), 1, {257}, {777}, 16, DType::kFP16), o);
   }
   TV_SKIP_IF_TABLES_MISSING();
+}
+
+// 64 rows a CTA forced under the device's own table: on an sm_90 device running sm_90a code the
+// wgmma kernel's exact mode (its producer widens the codes), with page sizes 1 to 128, head
+// counts, ragged requests, partial last tiles, forced chunk lengths and both dtypes; elsewhere
+// the table's 64-row variant.
+TEST(GpuE4M3, WgmmaPagesHeadsAndChunks) {
+  TV_SKIP_WITHOUT_GPU();
+  const int pages[] = {1, 2, 4, 8, 16, 32, 64, 128};
+  const int heads[] = {1, 3, 5, 8, 16, 33, 64, 128};
+  const int chunks[] = {0, 32, 96, 2048};
+  for (int i = 0; i < 8; ++i) {
+    const int h = heads[i];
+    PlanOptions o;
+    o.force_rows_per_cta = 64;
+    o.force_chunk_tokens = chunks[i % 4];
+    const CaseSpec s =
+        e4m3_spec(fmt::format("64 rows forced, page {} H {} chunk {}", pages[i], h, chunks[i % 4]),
+                  h, {h >= 33 ? 3 : 37, 1, 70 / h + 1}, {5000, 700, 0}, pages[i],
+                  i % 2 ? DType::kFP16 : DType::kBF16);
+    SCOPED_TRACE(s.name);
+    expect_matches_oracle(s, o);
+  }
 }
 
 // Plain data, and 8 latent channels 20x larger in q and the cache (gpu_check.h): exact mode

@@ -22,6 +22,10 @@
 // one-chunk request writes out/lse, a split one an fp32 partial and its lse (log2) for the
 // combine kernel, and rows that come out non-finite are recomputed exactly
 // (cuda/mma/nonfinite.cuh).
+// On an e4m3 cache (exact mode, kE4M3) the products are fp16: the producer widens each tile's
+// codes in shared memory (operands.cuh), Q is rescaled a row by a power of two into fp16, the
+// scores take that factor times kv_scale and O takes kv_scale: the portable kernel's exact
+// mode (cuda/mma/fp8_ops.cuh), on wgmma.
 // Figures and limits: DESIGN_NOTES.md beside this file.
 #pragma once
 
@@ -31,102 +35,18 @@
 #include "cuda/common/bulk_copy.cuh"
 #include "cuda/mma/nonfinite.cuh"
 #include "cuda/mma/tile_ops.cuh"
+#include "cuda/sm90/operands.cuh"
 #include "cuda/sm90/tile.h"
 #include "cuda/sm90/wgmma.cuh"
 
 namespace treeverify::cuda::sm90 {
 
-using mma::CtaWork;
-using mma::VerifyKernelParams;
-using Tile = WgmmaTile;
 // mma::recompute_nan_rows, which the epilogue calls, spreads a CTA's rows over the portable
 // kernel's 8 warps: the consumer warps here.
 static_assert(Tile::kConsumerThreads == mma::kThreads);
 
 // The consumer warpgroups' barrier (named barrier 1; the producer warpgroup never joins it).
 __device__ __forceinline__ void consumer_sync() { named_barrier_sync<1, Tile::kConsumerThreads>(); }
-
-// Where 16-byte unit u (values 8 u .. 8 u + 7) of 64-value block kb of row r lies in a Q or
-// KV tile (tile.h: the 128-byte swizzle).
-__device__ __forceinline__ uint32_t tile_offset(int r, int kb, int u) {
-  return kb * Tile::kBlockBytes + r * 128 + ((u ^ (r & 7)) << 4);
-}
-
-// The CTA's 64 query rows, rows past the request zero filled, by the consumer threads: thread
-// t copies unit t % 8 of every block of rows t / 8 and t / 8 + 32, so the 8 threads of a row
-// copy its 128 contiguous bytes and a warp's instruction fills 4 whole rows. Not committed.
-__device__ __forceinline__ void copy_q(const VerifyKernelParams& p, const CtaWork& w,
-                                       uint32_t dst) {
-  const int tid = static_cast<int>(threadIdx.x);
-  const int u = tid % 8;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = tid / 8 + 32 * i, gr = w.row0 + r;
-    const char* src = static_cast<const char*>(p.q);  // a zero fill reads nothing
-    int bytes = 0;
-    if (gr < w.rows_b) {
-      const int node = gr / p.num_heads, head = gr % p.num_heads;
-      src += ((w.q0 + node) * p.q_stride_token + head * p.q_stride_head) * 2;
-      bytes = 16;
-    }
-#pragma unroll
-    for (int kb = 0; kb < kQKDim / 64; ++kb)
-      cp_async_16(dst + tile_offset(r, kb, u), src + (bytes ? kb * 128 + u * 16 : 0), bytes);
-  }
-}
-
-// The producer warpgroup: every tile of the chunk into stage tile % 2 once the consumers have
-// released it, then each lane's arrival on the stage's full mbarrier, made when that lane's
-// copies have landed. Producer thread t copies unit t % 8 of every block of rows t / 8 + 16 i
-// (i < 4): 128 contiguous bytes of a row for 8 threads, 4 whole rows for a warp's instruction;
-// rows past the chunk are zero filled, so masked probabilities multiply finite values. The
-// page-table entries of tile t + 1 are read while tile t's copies go out. (One warp issuing
-// every copy took about 4 us a tile on the H200; the warpgroup shares them.)
-__device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
-                                        uint32_t s_base) {
-  constexpr int kProducers = Tile::kThreads - Tile::kConsumerThreads;
-  constexpr int kRowsEach = Tile::kTokens * 8 / kProducers;  // 4
-  const int pt = static_cast<int>(threadIdx.x) - Tile::kConsumerThreads;
-  const int u = pt % 8, r0 = pt / 8;
-  auto page_ids = [&](int tile, int32_t(&ids)[kRowsEach]) {
-#pragma unroll
-    for (int i = 0; i < kRowsEach; ++i) {
-      const int t = w.tok_begin + tile * Tile::kTokens + r0 + kProducers / 8 * i;
-      ids[i] = tile < n_tiles && t < w.tok_end
-                   ? __ldg(p.kv_page_indices + w.page_base + (t >> p.page_shift))
-                   : 0;
-    }
-  };
-  int32_t next[kRowsEach];
-  page_ids(0, next);
-  for (int tile = 0; tile < n_tiles; ++tile) {
-    int32_t ids[kRowsEach];
-#pragma unroll
-    for (int i = 0; i < kRowsEach; ++i) ids[i] = next[i];
-    page_ids(tile + 1, next);
-    const int s = tile % Tile::kStages;
-    if (tile >= Tile::kStages)  // the consumers are done with the tile kStages before
-      mbar_wait(s_base + Tile::kEmptyOffset + 8 * s, (tile / Tile::kStages - 1) & 1);
-    const uint32_t stage = s_base + s * Tile::kStageBytes;
-#pragma unroll
-    for (int i = 0; i < kRowsEach; ++i) {
-      const int r = r0 + kProducers / 8 * i;
-      const int t = w.tok_begin + tile * Tile::kTokens + r;
-      const char* src = static_cast<const char*>(p.kv) + u * 16;
-      int bytes = 0;
-      if (t < w.tok_end) {
-        const int64_t row =
-            (static_cast<int64_t>(ids[i]) << p.page_shift) + (t & ((1 << p.page_shift) - 1));
-        src += row * (kQKDim * 2);
-        bytes = 16;
-      }
-#pragma unroll
-      for (int kb = 0; kb < kQKDim / 64; ++kb)
-        cp_async_16(stage + tile_offset(r, kb, u), src + kb * 128, bytes);
-    }
-    cp_async_mbar_arrive(s_base + Tile::kFullOffset + 8 * s);
-  }
-}
 
 // The online-softmax state of the two rows a thread holds in wgmma's accumulator layout:
 // rows lo = 16 (warp % 4) + lane / 4 and hi = lo + 8 of the CTA. Accumulator i of an m64nN
@@ -140,6 +60,7 @@ struct Rows {
   const uint32_t* mask[2];                    // its ancestor bits
   float m[2] = {mma::kNegInf, mma::kNegInf};  // running max (log2 units) O and l are relative to
   float l[2] = {0.f, 0.f};                    // running sum over this warpgroup's own tiles
+  float scale_log2[2];  // the scores' factor: softmax scale x log2(e) (x Q's row scale x kv_scale)
 };
 
 // What a row's new running max m_new makes of the old one: the factor alpha on O and l, and
@@ -154,8 +75,8 @@ __device__ __forceinline__ float rescale(Rows& rows, int h, float m_new, float* 
 
 // The scores of the 64-token tile from `first` to probabilities: mask, new running max (alpha,
 // the rescale of O, returned for each row), row sums into rows.l, and P packed in 16-bit pairs
-// in the accumulator layout (pa[j] = accumulators 2 j, 2 j + 1).
-template <typename T>
+// in the accumulator layout (pa[j] = accumulators 2 j, 2 j + 1); M is the products' type.
+template <typename M>
 __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
                                              float (&s)[32], int first, Rows& rows,
                                              float (&alpha)[2], uint32_t (&pa)[16]) {
@@ -164,7 +85,7 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
   if (rows.valid[0] && rows.valid[1] && first + Tile::kTokens <= min(w.prefix, w.tok_end)) {
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
-      s[i] *= p.scale_log2;
+      s[i] *= rows.scale_log2[(i / 2) % 2];
       tile_max[(i / 2) % 2] = fmaxf(tile_max[(i / 2) % 2], s[i]);
     }
   } else {
@@ -177,7 +98,7 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
         const int node = t - w.prefix;
         visible = node == rows.node[h] || ((__ldg(rows.mask[h] + node / 32) >> (node % 32)) & 1u);
       }
-      s[i] = visible ? s[i] * p.scale_log2 : mma::kNegInf;
+      s[i] = visible ? s[i] * rows.scale_log2[h] : mma::kNegInf;
       tile_max[h] = fmaxf(tile_max[h], s[i]);
     }
   }
@@ -201,7 +122,7 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
     rows.l[h] = rows.l[h] * alpha[h] + sum[h];
   }
 #pragma unroll
-  for (int j = 0; j < 16; ++j) pa[j] = pack2<T>(s[2 * j], s[2 * j + 1]);
+  for (int j = 0; j < 16; ++j) pa[j] = pack2<M>(s[2 * j], s[2 * j + 1]);
 }
 
 // P (packed as softmax_tile leaves it) and the rows' running max, for the other warpgroup: P in
@@ -219,13 +140,15 @@ __device__ __forceinline__ void publish_p(const Rows& rows, const uint32_t (&pa)
   }
 }
 
-// Writes O / l as the output (one-chunk requests) or an fp32 partial and its lse (log2) for the
-// combine; a row with a non-finite value in O or l is marked NaN in s_lse for the
-// recomputation (the portable epilogue's contract, cuda/mma/tile_ops.cuh).
+// Writes O v_scale / l (v_scale: kv_scale on an e4m3 cache, whose codes the products used, else
+// 1) as the output (one-chunk requests) or an fp32 partial and its lse (log2) for the combine; a
+// row with a non-finite value in O or l is marked NaN in s_lse for the recomputation (the portable
+// epilogue's contract, cuda/mma/tile_ops.cuh).
 template <typename T>
 __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
                                          const Rows& rows, const float (&o)[128], int wg,
-                                         float* s_sum, float* s_lse, float* s_inv_l) {
+                                         float v_scale, float* s_sum, float* s_lse,
+                                         float* s_inv_l) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   if (lane % 4 == 0)
     for (int h = 0; h < 2; ++h) s_sum[wg * Tile::kRows + rows.r[h]] = rows.l[h];
@@ -234,7 +157,7 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
     for (int h = 0; h < 2; ++h) {
       const int r = rows.r[h];
       const float l = s_sum[r] + s_sum[Tile::kRows + r];
-      s_inv_l[r] = l == 0.f ? 0.f : 1.f / l;
+      s_inv_l[r] = l == 0.f ? 0.f : v_scale / l;
       s_lse[r] = l == 0.f ? mma::kNegInf : rows.m[h] + __log2f(l);
     }
   }
@@ -286,11 +209,11 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
   }
 }
 
-// Consumer warpgroup kWg's pass over the chunk's tiles, O_g into o (module comment above). A
-// template on the warpgroup so that each pass is one straight line of wgmma per tile kind:
-// ptxas serializes every wgmma (C7520) when one stays in flight across a branch whose sides
-// issue different ones.
-template <typename T, int kWg>
+// Consumer warpgroup kWg's pass over the chunk's tiles, O_g into o (module comment above); M is
+// the products' type (the query's, or fp16 on an e4m3 cache). A template on the warpgroup so
+// that each pass is one straight line of wgmma per tile kind: ptxas serializes every wgmma
+// (C7520) when one stays in flight across a branch whose sides issue different ones.
+template <typename M, int kWg>
 __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
                                         uint8_t* smem, Rows& rows, float (&o)[128]) {
   const uint32_t s_base = smem_addr(smem);
@@ -336,7 +259,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     // opaque copy: otherwise ptxas builds all 36 up front and spills them (200 bytes).
     uint64_t qd = q_desc, kd = k_desc;
     auto qk = [&](float(&d)[32], int ks, bool accumulate) {
-      wgmma_m64n64k16<T, 0>(d, qd, kd, accumulate);
+      wgmma_m64n64k16<M, 0>(d, qd, kd, accumulate);
       const uint32_t next = ks % 4 == 3 ? Tile::kBlockBytes - 96 : 32;
       qd = plus(qd, next);
       kd = plus(kd, next);
@@ -390,7 +313,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < Tile::kTokens / 16; ++ks)
-      wgmma_m64n256k16<T, 1>(o, plus(p_desc, ks * 256), plus(v_desc(t), 16 * ks * 128), true);
+      wgmma_m64n256k16<M, 1>(o, plus(p_desc, ks * 256), plus(v_desc(t), 16 * ks * 128), true);
     wgmma_commit();
   };
   // P of this warpgroup's tile t (softmax_tile's pa) and the rows' max to the other warpgroup
@@ -405,7 +328,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
 #pragma unroll
     for (int ks = 0; ks < Tile::kTokens / 16; ++ks) {
       const uint32_t a[4] = {pa[4 * ks], pa[4 * ks + 1], pa[4 * ks + 2], pa[4 * ks + 3]};
-      wgmma_m64n256k16_rs<T, 1>(o, a, plus(v_desc(t), 16 * ks * 128), true);
+      wgmma_m64n256k16_rs<M, 1>(o, a, plus(v_desc(t), 16 * ks * 128), true);
     }
     wgmma_commit();
   };
@@ -426,7 +349,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   if constexpr (kWg == 0) {  // tile 0 comes first
     if (n_tiles > 0) {
       scores(0, sv);
-      softmax_tile<T>(p, w, sv, first(0), rows, alpha, pa);
+      softmax_tile<M>(p, w, sv, first(0), rows, alpha, pa);
       pv_mine(pa, alpha, 0);
       finish(0);
     }
@@ -440,7 +363,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     scores(own, sv);  // its waits cover the P V of own - 1
     fence_accumulators(o);
     release(own - 1);  // the P V of own - 1 done: also frees P's buffer
-    softmax_tile<T>(p, w, sv, first(own), rows, alpha, pa);
+    softmax_tile<M>(p, w, sv, first(own), rows, alpha, pa);
     pv_mine(pa, alpha, own);
     finish(own);
   }
@@ -450,8 +373,10 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   }
 }
 
-template <typename T>
+// T: the query's and output's type; kE4M3: an e4m3 cache in exact mode (fp16 products).
+template <typename T, bool kE4M3>
 __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
+  using M = std::conditional_t<kE4M3, __half, T>;
   CtaWork w;
   if (!mma::cta_work<Tile>(p, &w)) return;
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -474,7 +399,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   __syncthreads();  // the mbarriers; the last barrier the producer warpgroup joins
   if (warp >= Tile::kProducerWarp) {
     setmaxnreg_dec<Tile::kProducerRegisters>();
-    produce(p, w, n_tiles, s_base);
+    produce<kE4M3>(p, w, n_tiles, s_base);
     return;
   }
   setmaxnreg_inc<Tile::kConsumerRegisters>();
@@ -495,28 +420,37 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   for (int i = 0; i < 128; ++i) o[i] = 0.f;
   const int wg = warp / 4;
   cp_async_wait<0>();
+  float v_scale = 1.f;  // O's factor
+  if constexpr (kE4M3) {
+    // Q to fp16 and each row's factor (in s_lse, free until the epilogue); K and V are the
+    // cache's codes widened, so the scores take kv_scale and so does O.
+    v_scale = __ldg(p.kv_scale);
+    consumer_sync();  // Q has landed for every consumer
+    prepare_q_f16<T>(smem + Tile::kQOffset, s_lse, v_scale);
+  }
   fence_proxy_async();
-  consumer_sync();  // Q, for every consumer and for wgmma's reads
+  consumer_sync();  // Q (and its row factors), for every consumer and for wgmma's reads
+  for (int h = 0; h < 2; ++h) rows.scale_log2[h] = p.scale_log2 * (kE4M3 ? s_lse[rows.r[h]] : 1.f);
 
   if (wg == 0)
-    consume<T, 0>(p, w, n_tiles, smem, rows, o);
+    consume<M, 0>(p, w, n_tiles, smem, rows, o);
   else
-    consume<T, 1>(p, w, n_tiles, smem, rows, o);
-  epilogue<T>(p, w, rows, o, wg, s_sum, s_lse, s_inv_l);
+    consume<M, 1>(p, w, n_tiles, smem, rows, o);
+  epilogue<T>(p, w, rows, o, wg, v_scale, s_sum, s_lse, s_inv_l);
   consumer_sync();  // the epilogue's stores and its NaN rows in s_lse
   // Every tile has landed (each was waited for), so the stages are free for its rows' O.
-  mma::recompute_nan_rows<T, Tile, false>(p, smem, s_lse);
+  mma::recompute_nan_rows<T, Tile, kE4M3>(p, smem, s_lse);
 }
 
 // Compiled into sm_90a code only; elsewhere a trap (dispatch never launches it there).
-template <typename T>
+template <typename T, bool kE4M3>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     verify_wgmma_kernel(const __grid_constant__ VerifyKernelParams p) {
 #if TV_HAS_WGMMA
   // Lets the combine kernel, launched as a programmatic dependent, be scheduled as SMs free up;
   // it waits for this whole grid (griddepcontrol.wait) before reading any partial.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  verify_cta<T>(p);
+  verify_cta<T, kE4M3>(p);
 #elif TV_DEVICE_PASS
   // A constant message: printf with arguments would need a stack frame.
   printf(
