@@ -108,7 +108,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
     using Tile = cuda::sm90::WgmmaTile;
     const dim3 grid((max_rows + Tile::kRows - 1) / Tile::kRows, plan.state.num_chunks,
                     plan.batch_size);
-    // Exact mode only (plan.cpp): fast mode's e4m3 products never run here.
+    // Exact mode only: plan.cpp never gives this kernel fast mode's e4m3 products.
+    if (plan.state.fast_products) return cudaErrorInvalidValue;
     const bool e4m3 = plan.kv_format == KvFormat::kE4M3;
     if (plan.dtype == DType::kBF16)
       return e4m3 ? cuda::sm90::launch_verify_wgmma<__nv_bfloat16, true>(kp, grid, stream)

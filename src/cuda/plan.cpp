@@ -384,8 +384,8 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                                : fmt::format(" (emulated on this sm_{}: a correctness run, not a "
                                              "speed one)",
                                              sm))
-             : ", e4m3 widened to fp16 in shared memory (exact: fp16 products, Q scaled into fp16 "
-               "by a power of two a row)" +
+             : ", e4m3 widened to fp16 (exact: fp16 products, Q scaled into fp16 by a power of "
+               "two a row)" +
                    precision_note,
       sched.max_row_blocks, sched.num_chunks, sched.chunk_tokens, sched.num_ctas, f.ctas_per_sm,
       split, sched.est_ns * 1e-3);

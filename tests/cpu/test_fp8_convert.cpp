@@ -1,6 +1,7 @@
 // The e4m3 -> fp16 widening that the exact-mode kernels compiled for sm_80 and sm_86 use
 // (src/cuda/common/fp8_convert.h; sm_89 and newer use cvt.rn.f16x2.e4m3x2), on every pair of
-// codes against the oracle's decoding (treeverify/half.h): no such GPU is here to run it.
+// codes against the oracle's decoding (treeverify/half.h): no such GPU is here to run it. And
+// exact mode's power of two for a Q row, which both CUDA kernels take from the same header.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,6 +41,30 @@ TEST(Fp8Convert, GenericWideningIsExactOnEveryPairOfCodes) {
   EXPECT_EQ(wrong, 0);
 #else
   GTEST_SKIP() << "built without the CUDA backend (cuda_fp8.h)";
+#endif
+}
+
+// Exact mode's power of two for a bf16 Q row (cuda::exact_q_shift, both kernels' prepare_q_f16),
+// on every bf16 magnitude: a finite nonzero largest magnitude lands in [2^14, 2^15) (subnormals
+// as far up as 2^126 takes them), 2^s and 2^-s are normal floats, and zero, infinity and NaN
+// keep s = 0.
+TEST(Fp8Convert, ExactModeQShiftOnEveryBf16Magnitude) {
+#if TREEVERIFY_WITH_CUDA
+  for (uint32_t amax = 0; amax <= 0x7fffu; ++amax) {
+    const int s = cuda::exact_q_shift(amax);
+    const float m = bf16_to_float(static_cast<uint16_t>(amax));
+    if (amax == 0 || !std::isfinite(m)) {
+      EXPECT_EQ(s, 0) << "bits 0x" << std::hex << amax;
+      continue;
+    }
+    ASSERT_GE(s, -113) << "bits 0x" << std::hex << amax;
+    ASSERT_LE(s, 126) << "bits 0x" << std::hex << amax;
+    const double scaled = std::ldexp(static_cast<double>(m), s);
+    EXPECT_LT(scaled, 32768.0) << "bits 0x" << std::hex << amax;
+    if (s < 126) EXPECT_GE(scaled, 16384.0) << "bits 0x" << std::hex << amax;
+  }
+#else
+  GTEST_SKIP() << "built without the CUDA backend";
 #endif
 }
 

@@ -66,8 +66,7 @@ __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, floa
   };
   int s = 0;
   if constexpr (!std::is_same_v<T, __half>) {
-    // The largest magnitude's bits (bf16 magnitudes order as unsigned integers; a NaN reads
-    // above infinity), then floor(log2) from its exponent field: s in [-113, 126].
+    // The largest magnitude's bits (bf16 magnitudes order as unsigned integers).
     uint32_t amax = 0;
 #pragma unroll
     for (int k = 0; k < kUnits; ++k) {
@@ -77,8 +76,7 @@ __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, floa
     }
     amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
     amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    const int e = static_cast<int>(amax >> 7) - 127;
-    if (amax != 0 && e < 128) s = min(14 - e, 126);
+    s = exact_q_shift(amax);
     const float up = __uint_as_float(static_cast<uint32_t>(127 + s) << 23);
 #pragma unroll
     for (int k = 0; k < kUnits; ++k) {
