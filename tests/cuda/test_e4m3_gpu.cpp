@@ -58,27 +58,11 @@ TEST(GpuE4M3, PagesTreesAndBatches) {
   TV_SKIP_IF_TABLES_MISSING();
 }
 
-// 64 rows a CTA forced under the device's own table: on an sm_90 device running sm_90a code the
-// wgmma kernel's exact mode (its producer widens the codes), with page sizes 1 to 128, head
-// counts, ragged requests, partial last tiles, forced chunk lengths and both dtypes; elsewhere
-// the table's 64-row variant.
+// The wgmma kernel's shapes on an e4m3 cache, exact mode: its producer widens the codes
+// (gpu_check.h).
 TEST(GpuE4M3, WgmmaPagesHeadsAndChunks) {
   TV_SKIP_WITHOUT_GPU();
-  const int pages[] = {1, 2, 4, 8, 16, 32, 64, 128};
-  const int heads[] = {1, 3, 5, 8, 16, 33, 64, 128};
-  const int chunks[] = {0, 32, 96, 2048};
-  for (int i = 0; i < 8; ++i) {
-    const int h = heads[i];
-    PlanOptions o;
-    o.force_rows_per_cta = 64;
-    o.force_chunk_tokens = chunks[i % 4];
-    const CaseSpec s =
-        e4m3_spec(fmt::format("64 rows forced, page {} H {} chunk {}", pages[i], h, chunks[i % 4]),
-                  h, {h >= 33 ? 3 : 37, 1, 70 / h + 1}, {5000, 700, 0}, pages[i],
-                  i % 2 ? DType::kFP16 : DType::kBF16);
-    SCOPED_TRACE(s.name);
-    expect_matches_oracle(s, o);
-  }
+  check_64_row_pages_heads_and_chunks(/*e4m3=*/true);
 }
 
 // Plain data, and 8 latent channels 20x larger in q and the cache (gpu_check.h): exact mode

@@ -126,27 +126,10 @@ TEST(GpuVerify, EveryVariant) {
   TV_SKIP_IF_TABLES_MISSING();
 }
 
-// 64 rows a CTA forced under the device's own table: on an sm_90 device running sm_90a code
-// that is the wgmma kernel (src/cuda/sm90/choice.h) whatever the cost model would prefer, so
-// its page sizes, head counts, ragged requests, partial last tiles and forced chunk lengths
-// are covered; elsewhere the table's 64-row variant.
+// The wgmma kernel's shapes on a 16-bit cache (gpu_check.h).
 TEST(GpuVerify, WgmmaPagesHeadsAndChunks) {
   TV_SKIP_WITHOUT_GPU();
-  const int pages[] = {1, 2, 4, 8, 16, 32, 64, 128};
-  const int heads[] = {1, 3, 5, 8, 16, 33, 64, 128};
-  const int chunks[] = {0, 32, 96, 2048};
-  for (int i = 0; i < 8; ++i) {
-    const int h = heads[i];
-    const DType dtype = i % 2 ? DType::kFP16 : DType::kBF16;
-    PlanOptions o;
-    o.force_rows_per_cta = 64;
-    o.force_chunk_tokens = chunks[i % 4];
-    const CaseSpec s = spec(
-        fmt::format("64 rows forced, page {} H {} chunk {}", pages[i], h, chunks[i % 4]), h,
-        {h >= 33 ? 3 : 37, 1, 70 / h + 1}, {5000, 700, 0}, pages[i], TreeShape::kRandom, dtype);
-    SCOPED_TRACE(s.name);
-    expect_matches_oracle(s, o);
-  }
+  check_64_row_pages_heads_and_chunks(/*e4m3=*/false);
 }
 
 TEST(GpuVerify, RaggedBatch) {
