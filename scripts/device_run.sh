@@ -10,7 +10,8 @@
 #             configuration forced on V1/V3/D1, and V1 at page size 64 (page-size parity)
 #   torch     bench/torch_reference.py, the PyTorch naive reference, same cases
 #   flashmla  bench/flashmla_dense.py: FlashMLA built from the checkout at $FLASHMLA (carried
-#             to the device), its dense prefix timed, then `treeverify bench` on the same cases
+#             to the device; or the .tgz of scripts/flashmla_carry.sh), its dense prefix timed,
+#             then `treeverify bench` on the same cases
 #   small     the small-work cases (S1-S4) with V1 and D2, twice, and each kernel's duration
 #             (ncu, scripts/kernel_times.sh) in those cases; with .devpkg/bin/treeverify-base
 #             present (a baseline build), the same for it, as custom cases
@@ -116,8 +117,13 @@ if want bench; then
   grep -h -E "^gpu|^(V|D|R|custom)" "$out"/bench1.txt "$out"/bench2.txt "$out"/bench_cfg120.txt "$out"/bench_v1_page64.txt
 fi
 if want flashmla; then
-  # FLASHMLA: a FlashMLA checkout with its cutlass submodule, carried to the device machine.
-  PYTHONUNBUFFERED=1 timeout 540 python3 bench/flashmla_dense.py --flashmla "${FLASHMLA:?FLASHMLA=checkout}" \
+  # FLASHMLA: a FlashMLA checkout with its cutlass submodule, carried to the device machine,
+  # or the archive scripts/flashmla_carry.sh packs (.flashmla/flashmla.tgz), unpacked here.
+  fm=${FLASHMLA:?FLASHMLA=checkout or .tgz}
+  if [ "${fm%.tgz}" != "$fm" ]; then
+    mkdir -p .flashmla/src && tar -xzf "$fm" -C .flashmla/src && fm=.flashmla/src/FlashMLA
+  fi
+  PYTHONUNBUFFERED=1 timeout 540 python3 bench/flashmla_dense.py --flashmla "$fm" \
     --build --treeverify $bin/treeverify --json "$out/flashmla.json" >"$out/flashmla.txt" 2>&1
   echo "flashmla: rc=$?"
   grep -E "^flashmla|^gpu|^(V|D)[0-9]|Error|error" "$out/flashmla.txt" | tail -20
