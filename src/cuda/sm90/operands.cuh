@@ -50,12 +50,12 @@ __device__ __forceinline__ void copy_q(const VerifyKernelParams& p, const CtaWor
 // Exact mode on an e4m3 cache: rewrites the CTA's landed 16-bit Q rows in place as fp16 (the
 // products' type) and row r's factor back to the true scores, times `kv_scale`, in s_scale[r]
 // (the portable kernel's rule, cuda/mma/fp8_ops.cuh prepare_q_f16): bf16 rows are multiplied
-// by 2^s, the power of two that brings the row's largest magnitude into [2^14, 2^15), then
-// rounded to fp16, which holds every bf16 value of the row exactly down to 2^-38 of its
-// largest; s_scale[r] = 2^-s kv_scale. A row with a NaN or infinity keeps s = 0 and ends NaN
-// (its recomputation is exact). fp16 rows keep their values. Consumer thread t takes units
-// t % 4 + 4 k of row t / 4 (the swizzle does not matter to a rewrite in place); the caller
-// publishes the rows and scales.
+// by 2^s, the power of two that brings the row's largest magnitude into [2^14, 2^15)
+// (exact_q_shift, cuda/common/fp8_convert.h), then rounded to fp16, which holds every bf16
+// value of the row exactly down to 2^-38 of its largest; s_scale[r] = 2^-s kv_scale. A row with a
+// NaN or infinity keeps s = 0 and ends NaN (its recomputation is exact). fp16 rows keep their
+// values. Consumer thread t takes units t % 4 + 4 k of row t / 4 (the swizzle does not matter to a
+// rewrite in place); the caller publishes the rows and scales.
 template <typename T>
 __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, float kv_scale) {
   constexpr int kUnits = kQKDim / 8 / 4;  // 18 of a row's 72 16-byte units a thread
