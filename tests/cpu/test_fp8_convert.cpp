@@ -1,7 +1,7 @@
 // The e4m3 -> fp16 widening that the exact-mode kernels compiled for sm_80 and sm_86 use
 // (src/cuda/common/fp8_convert.h; sm_89 and newer use cvt.rn.f16x2.e4m3x2), on every pair of
 // codes against the oracle's decoding (treeverify/half.h): no such GPU is here to run it. And
-// exact mode's power of two for a Q row, which both CUDA kernels take from the same header.
+// exact mode's power of two for a Q row (the wgmma kernel's; the portable kernel spells it out).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,7 +44,7 @@ TEST(Fp8Convert, GenericWideningIsExactOnEveryPairOfCodes) {
 #endif
 }
 
-// Exact mode's power of two for a bf16 Q row (cuda::exact_q_shift, both kernels' prepare_q_f16),
+// Exact mode's power of two for a bf16 Q row (cuda::exact_q_shift, the wgmma kernel's prepare_q_f16),
 // on every bf16 magnitude: a finite nonzero largest magnitude lands in [2^14, 2^15) (subnormals
 // as far up as 2^126 takes them), 2^s and 2^-s are normal floats, and zero, infinity and NaN
 // keep s = 0.

@@ -21,12 +21,14 @@ __host__ __device__ inline void e4m3x4_to_f16x2x2_generic(uint32_t x, uint32_t& 
   lo = two(x & 0xffffu), hi = two(x >> 16);
 }
 
-// Exact mode's power of two for a bf16 Q row (prepare_q_f16 of both kernels): s such that 2^s
-// brings the row's largest magnitude into [2^14, 2^15), so that rounding the row to fp16 keeps
-// every value down to 2^-38 of the largest. `amax` is that magnitude's bf16 bits (magnitudes
-// order as unsigned integers; a NaN reads above infinity); floor(log2) comes from its exponent
-// field (a subnormal reads as -127). 0 for a zero row and for one with a NaN or infinity
-// (which must end NaN). s lies in [-113, 126], so 2^s and 2^-s are normal floats.
+// Exact mode's power of two for a bf16 Q row (the wgmma kernel's prepare_q_f16): s such that
+// 2^s brings the row's largest magnitude into [2^14, 2^15), so that rounding the row to fp16
+// keeps every value down to 2^-38 of the largest. `amax` is that magnitude's bf16 bits
+// (magnitudes order as unsigned integers; a NaN reads above infinity); floor(log2) comes from
+// its exponent field (a subnormal reads as -127). 0 for a zero row and for one with a NaN or
+// infinity (which must end NaN). s lies in [-113, 126], so 2^s and 2^-s are normal floats. The
+// portable kernel (cuda/mma/fp8_ops.cuh) spells the same rule out: through this call ptxas
+// spilled 4 bytes in its 255-register r64-s3-t16 variant.
 __host__ __device__ constexpr int exact_q_shift(uint32_t amax) {
   const int e = static_cast<int>(amax >> 7) - 127;
   return amax != 0 && e < 128 ? (14 - e < 126 ? 14 - e : 126) : 0;

@@ -55,7 +55,9 @@ __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, floa
     for (int k = 0; k < kPairs; ++k) pair[k] = row[lane + 32 * k];
     int s = 0;
     if constexpr (!std::is_same_v<T, __half>) {
-      // The largest magnitude's bits, then its power of two (exact_q_shift, fp8_convert.h).
+      // The largest magnitude's bits (bf16 magnitudes order as unsigned integers; a NaN reads
+      // above infinity), then floor(log2) from its exponent field (a subnormal reads as
+      // -127): s in [-113, 126], so 2^s and 2^-s are normal floats.
       uint32_t lo = 0, hi = 0;
 #pragma unroll
       for (int k = 0; k < kPairs; ++k) {
@@ -66,7 +68,8 @@ __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, floa
 #pragma unroll
       for (int off = 16; off > 0; off /= 2)
         amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-      s = exact_q_shift(amax);
+      const int e = static_cast<int>(amax >> 7) - 127;
+      if (amax != 0 && e < 128) s = min(14 - e, 126);
       const float up = __uint_as_float(static_cast<uint32_t>(127 + s) << 23);
 #pragma unroll
       for (int k = 0; k < kPairs; ++k) {
