@@ -110,12 +110,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
                     plan.batch_size);
     // Exact mode only: plan.cpp never gives this kernel fast mode's e4m3 products.
     if (plan.state.fast_products) return cudaErrorInvalidValue;
-    const bool e4m3 = plan.kv_format == KvFormat::kE4M3;
-    if (plan.dtype == DType::kBF16)
-      return e4m3 ? cuda::sm90::launch_verify_wgmma<__nv_bfloat16, true>(kp, grid, stream)
-                  : cuda::sm90::launch_verify_wgmma<__nv_bfloat16, false>(kp, grid, stream);
-    return e4m3 ? cuda::sm90::launch_verify_wgmma<__half, true>(kp, grid, stream)
-                : cuda::sm90::launch_verify_wgmma<__half, false>(kp, grid, stream);
+    return cuda::sm90::launch_verify_wgmma(kp, grid, stream, plan.dtype,
+                                           plan.kv_format == KvFormat::kE4M3);
   };
   const cudaError_t err =
       plan.state.wgmma

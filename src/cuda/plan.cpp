@@ -67,12 +67,8 @@ std::string wgmma_name() {
 // The same facts for the sm_90a wgmma kernel on the current device (e4m3: its exact-mode
 // instance).
 VariantFacts wgmma_facts(DType dtype, bool e4m3) {
-  using cuda::sm90::verify_wgmma_ctas_per_sm;
   using cuda::sm90::WgmmaTile;
-  const int ctas = dtype == DType::kBF16 ? (e4m3 ? verify_wgmma_ctas_per_sm<__nv_bfloat16, true>()
-                                                 : verify_wgmma_ctas_per_sm<__nv_bfloat16, false>())
-                   : e4m3                ? verify_wgmma_ctas_per_sm<__half, true>()
-                                         : verify_wgmma_ctas_per_sm<__half, false>();
+  const int ctas = cuda::sm90::verify_wgmma_ctas_per_sm(dtype, e4m3);
   return VariantFacts{WgmmaTile::kRows,
                       WgmmaTile::kTokens,
                       WgmmaTile::kSmemBytes,

@@ -1,6 +1,6 @@
-// Host entry points of the sm_90a wgmma verify kernel (verify_wgmma.cuh), instantiated for bf16
-// and fp16 queries on a 16-bit cache (kE4M3 false) or an e4m3 one in exact mode (true) in
-// verify_wgmma.cu. Launch code never sees the kernel.
+// Host entry points of the sm_90a wgmma verify kernel (verify_wgmma.cuh), for bf16 and fp16
+// queries (dtype) on a 16-bit cache or an e4m3 one in exact mode (e4m3); verify_wgmma.cu picks
+// the instance. Launch code never sees the kernel.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,6 +8,7 @@
 #include "build_config.h"
 #include "cuda/mma/params.h"
 #include "cuda/sm90/tile.h"
+#include "treeverify/types.h"
 
 namespace treeverify::cuda::sm90 {
 
@@ -17,12 +18,10 @@ inline constexpr bool kWgmmaBuilt = TREEVERIFY_CUDA_SM90A != 0;
 
 // Raises the dynamic shared-memory limit once per device, then launches the kernel (grid: x row
 // blocks of WgmmaTile::kRows, y chunks, z requests, as the portable kernel's).
-template <typename T, bool kE4M3>
 cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid,
-                                cudaStream_t stream);
+                                cudaStream_t stream, DType dtype, bool e4m3);
 
 // How many CTAs of the kernel one SM runs at once on the current device (0 on error).
-template <typename T, bool kE4M3>
-int verify_wgmma_ctas_per_sm();
+int verify_wgmma_ctas_per_sm(DType dtype, bool e4m3);
 
 }  // namespace treeverify::cuda::sm90
