@@ -134,13 +134,12 @@ TEST(CliSuite, PrecisionFlag) {
 // as the fast kernels do (round_p, fast) passes against it, and cpu-fast asked for fast runs,
 // and is checked, exact. An oracle left exact would be 5e-2 away from the first: FAIL.
 TEST(CliSuite, CheckRoundsTheOracleLikeThePlan) {
-  SuiteCase c;
-  c.name = "fast";
-  c.num_heads = 4;
-  c.tree_sizes = {6};
-  c.prefix_lens = {150};
-  c.page_size = 16;
-  c.kv_format = KvFormat::kE4M3;
+  const SuiteCase c{.name = "fast",
+                    .num_heads = 4,
+                    .page_size = 16,
+                    .tree_sizes = {6},
+                    .prefix_lens = {150},
+                    .kv_format = KvFormat::kE4M3};
   PlanOptions o;
   o.backend = Backend::kCpuReference;
   o.round_p = true;
@@ -161,12 +160,11 @@ TEST(CliSuite, CheckRoundsTheOracleLikeThePlan) {
 // with the case's rows a CTA: the copy runs the kernel the case runs. (On the H200 the copies
 // of V1, V2, D2 and S2 ran the portable 32-row kernel while the cases ran the wgmma one.)
 TEST(CliSuite, AShortenedCheckRunsTheTimedKernel) {
-  SuiteCase c;
-  c.name = "v1-like";
-  c.num_heads = 8;
-  c.tree_sizes = {16};
-  c.prefix_lens = {185000};
-  c.page_size = 1;
+  const SuiteCase c{.name = "v1-like",
+                    .num_heads = 8,
+                    .page_size = 1,
+                    .tree_sizes = {16},
+                    .prefix_lens = {185000}};
   PlanOptions o;
   o.backend = Backend::kCpuFast;
   CheckResult r;
