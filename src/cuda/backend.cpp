@@ -14,7 +14,6 @@
 #include "cuda/host_checks.h"
 #include "cuda/mma/config.h"
 #include "cuda/mma/launcher.h"
-#include "cuda/sm90/kv_tensor_map.h"
 #include "cuda/sm90/launcher.h"
 #include "cuda/step_data.h"
 #include "cuda/workspace.h"
@@ -111,16 +110,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
                     plan.batch_size);
     // Exact mode only: plan.cpp never gives this kernel fast mode's e4m3 products.
     if (plan.state.fast_products) return cudaErrorInvalidValue;
-    // Whole tiles of a 16-bit cache in pages of 64 rows or more go by TMA tensor copies; the
-    // map names this layer's cache, so it is encoded for every run (a host call of a few
-    // microseconds; a map the driver refuses leaves every tile to cp.async).
-    const bool e4m3 = plan.kv_format == KvFormat::kE4M3;
-    CUtensorMap map;
-    const bool tma =
-        !e4m3 && plan.page_size >= 64 &&
-        cuda::sm90::encode_kv_tensor_map(&map, t.kv_cache, plan.num_pages, plan.page_size);
-    return cuda::sm90::launch_verify_wgmma(kp, grid, stream, plan.dtype, e4m3,
-                                           tma ? &map : nullptr);
+    return cuda::sm90::launch_verify_wgmma(kp, grid, stream, plan.dtype,
+                                           plan.kv_format == KvFormat::kE4M3);
   };
   const cudaError_t err =
       plan.state.wgmma

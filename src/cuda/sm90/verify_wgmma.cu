@@ -30,13 +30,10 @@ cudaError_t raise_smem_limit(K) {
 }  // namespace
 
 cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid,
-                                cudaStream_t stream, DType dtype, bool e4m3,
-                                const CUtensorMap* kv_map) {
-  const CUtensorMap map = kv_map != nullptr && !e4m3 ? *kv_map : CUtensorMap{};
-  const int tma = kv_map != nullptr && !e4m3;
+                                cudaStream_t stream, DType dtype, bool e4m3) {
   return with_kernel(dtype, e4m3, [&](auto kernel) {
     if (cudaError_t err = raise_smem_limit(kernel); err != cudaSuccess) return err;
-    kernel.value<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params, map, tma);
+    kernel.value<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params);
     return cudaGetLastError();
   });
 }

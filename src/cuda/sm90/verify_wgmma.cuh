@@ -375,8 +375,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
 
 // T: the query's and output's type; kE4M3: an e4m3 cache in exact mode (fp16 products).
 template <typename T, bool kE4M3>
-__device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CUtensorMap& kv_map,
-                                           int kv_tma) {
+__device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   using M = std::conditional_t<kE4M3, __half, T>;
   CtaWork w;
   if (!mma::cta_work<Tile>(p, &w)) return;
@@ -400,7 +399,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   __syncthreads();  // the mbarriers; the last barrier the producer warpgroup joins
   if (warp >= Tile::kProducerWarp) {
     setmaxnreg_dec<Tile::kProducerRegisters>();
-    produce<kE4M3>(p, w, n_tiles, s_base, kv_tma ? &kv_map : nullptr);
+    produce<kE4M3>(p, w, n_tiles, s_base);
     return;
   }
   setmaxnreg_inc<Tile::kConsumerRegisters>();
@@ -446,13 +445,12 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
 // Compiled into sm_90a code only; elsewhere a trap (dispatch never launches it there).
 template <typename T, bool kE4M3>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
-    verify_wgmma_kernel(const __grid_constant__ VerifyKernelParams p,
-                        const __grid_constant__ CUtensorMap kv_map, int kv_tma) {
+    verify_wgmma_kernel(const __grid_constant__ VerifyKernelParams p) {
 #if TV_HAS_WGMMA
   // Lets the combine kernel, launched as a programmatic dependent, be scheduled as SMs free up;
   // it waits for this whole grid (griddepcontrol.wait) before reading any partial.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  verify_cta<T, kE4M3>(p, kv_map, kv_tma);
+  verify_cta<T, kE4M3>(p);
 #elif TV_DEVICE_PASS
   // A constant message: printf with arguments would need a stack frame.
   printf(
