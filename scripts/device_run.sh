@@ -15,10 +15,6 @@
 #   small     the small-work cases (S1-S4) with V1 and D2, twice, and each kernel's duration
 #             (ncu, scripts/kernel_times.sh) in those cases; with .devpkg/bin/treeverify-base
 #             present (a baseline build), the same for it, as custom cases
-#   combine   a smoke check of S1, S3 and V1 (60 s: a combine that never ends fails fast), then
-#             the suite with S1-S4 twice as the plan chooses (the combine fused into the verify
-#             kernel where the grid fits the device at once) and S1-S4, V1, D2 with the separate
-#             combine forced, and each kernel's duration (ncu) in both
 #   sweep     S1-S4 at forced chunk lengths (--chunk-tokens): time and kernel durations, the
 #             data behind the split schedule's cost model
 #   e4m3      `treeverify bench --kv-format e4m3` of the suite (an e4m3 cache, exact mode)
@@ -225,27 +221,6 @@ if want small; then
     fi
   } >"$out/small.txt" 2>&1
   grep -E "^(S|V|D)[0-9]|^custom|^==|^gpu" "$out/small.txt"
-fi
-if want combine; then
-  {
-    timeout 60 $bin/treeverify check --backend cuda-mma S1 S3 V1 2>&1 | grep -E "^(S|V)[0-9]|rror"
-    echo "smoke rc=${PIPESTATUS[0]}"
-    for run in 1 2; do
-      echo "== run $run: the plan's combine"
-      timeout 200 $bin/treeverify bench --backend cuda-mma V1 V2 V3 V4 D1 D2 S1 S2 S3 S4 2>/dev/null
-      echo "== run $run: separate combine forced"
-      timeout 120 $bin/treeverify bench --backend cuda-mma --separate-combine S1 S2 S3 S4 V1 D2 2>/dev/null
-      echo "== run $run: cooperative launch, combine kernel (TV_EXP_COOPERATIVE_ONLY=1)"
-      TV_EXP_COOPERATIVE_ONLY=1 timeout 120 $bin/treeverify bench --backend cuda-mma S1 S2 S3 S4 V1 D2 2>/dev/null
-    done
-    echo "== kernel durations (us), cooperative launch, combine kernel"
-    TV_EXP_COOPERATIVE_ONLY=1 timeout 150 scripts/kernel_times.sh S1 S3 V1
-    echo "== kernel durations (us), the plan's combine"
-    timeout 150 scripts/kernel_times.sh S1 S2 S3 S4 V1 D2
-    echo "== kernel durations (us), separate combine forced"
-    timeout 150 scripts/kernel_times.sh --separate-combine S1 S2 S3 S4 V1 D2
-  } >"$out/combine.txt" 2>&1
-  grep -E "^(S|V|D)[0-9]|^==|^gpu|^smoke|rror" "$out/combine.txt"
 fi
 if want sweep; then
   {

@@ -23,9 +23,6 @@ void add_case_flags(CLI::App* app, CaseFlags* f) {
                   "schedule's choice (tuning; bench takes several and runs each case with each)")
       ->delimiter(',')
       ->allow_extra_args(false);
-  app->add_flag("--separate-combine", f->separate_combine,
-                "CUDA: merge split requests with the combine kernel even where the verify kernel "
-                "would merge them itself (tuning)");
   app->add_option("--suite", f->suite_file, "suite JSON file instead of the built-in one")
       ->check(CLI::ExistingFile);
   app->add_option("--backend", f->backend, "auto, cpu-reference, cpu-fast or cuda-mma")
@@ -155,7 +152,6 @@ Status plan_options(const CaseFlags& flags, PlanOptions* options) {
   if (Status s = parse_precision(flags.precision, &o.precision); !s.ok()) {
     return Status(s.code(), "--precision: " + s.message());
   }
-  o.force_separate_combine = flags.separate_combine;
   // plan() refuses it too, case by case; said once here, before any case runs.
   if (o.precision == Precision::kFast && flags.kv_format != "e4m3") {
     return Status(StatusCode::kInvalidArgument,

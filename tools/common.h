@@ -33,7 +33,6 @@ struct CaseFlags {
   int config_arch = 0;            // CUDA: run another architecture's tile configuration
   int rows_per_cta = 0;           // CUDA: force the variant's rows a CTA (0: the table's)
   std::vector<int> chunk_tokens;  // CUDA: force the split's chunk length (bench: each in turn)
-  bool separate_combine = false;  // CUDA: the combine kernel, never the verify kernel's merge
 };
 void add_case_flags(CLI::App* app, CaseFlags* flags);
 Status resolve_cases(const CaseFlags& flags, std::vector<SuiteCase>* cases);

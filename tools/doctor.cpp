@@ -142,7 +142,6 @@ int run_doctor(const DoctorFlags& flags) {
                               {"smem_per_block_optin", d.smem_per_block_optin},
                               {"clock_mhz", d.clock_mhz},
                               {"has_kernel_code", d.has_kernel_code},
-                              {"cooperative_launch", d.cooperative_launch},
                               {"kernel_arch", d.kernel_arch},
                               {"config_archs", tables}});
     }

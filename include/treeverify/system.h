@@ -33,11 +33,10 @@ struct DeviceInfo {
   size_t l2_bytes = 0;
   size_t smem_per_block_optin = 0;  // the most dynamic shared memory one block may use
   int clock_mhz = 0;
-  double memory_bandwidth = 0;      // bytes/s at the memory's peak clock and bus width (0: unknown)
-  bool has_kernel_code = false;     // a compiled architecture can run on this device
-  bool cooperative_launch = false;  // the device runs cooperative grids (all CTAs at once)
-  int kernel_arch = 0;              // the architecture the code it runs was compiled for (0 if
-                                    // none; below the device's when the driver JIT-compiles PTX)
+  double memory_bandwidth = 0;   // bytes/s at the memory's peak clock and bus width (0: unknown)
+  bool has_kernel_code = false;  // a compiled architecture can run on this device
+  int kernel_arch = 0;           // the architecture the code it runs was compiled for (0 if
+                                 // none; below the device's when the driver JIT-compiles PTX)
 };
 
 // The portable CUDA kernel variant (the middle of Plan::kernel, e.g. "r64-s4") that a GPU of

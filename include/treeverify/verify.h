@@ -126,10 +126,6 @@ struct PlanOptions {
   // CUDA: run the variant with this many query rows a CTA (16, 32 or 64; 0 means the one the
   // tile table picks for the largest request), for tests and tuning.
   int force_rows_per_cta = 0;
-  // CUDA: merge split requests' partials with the separate combine kernel even where the
-  // verify kernel would merge them itself (a grid that fits the device at once), for tests and
-  // tuning.
-  bool force_separate_combine = false;
 };
 
 namespace detail {
@@ -146,10 +142,7 @@ struct PlanState {
   bool wgmma = false;          // CUDA: run() launches the sm_90a wgmma kernel (src/cuda/sm90)
   uint64_t id = 0;  // CUDA: distinct for each plan() call; names the step data in a workspace
   bool programmatic_combine = false;  // CUDA: the split combine overlaps the main kernel's tail
-  // CUDA: split requests are merged inside the verify kernel, launched cooperatively (the
-  // workspace holds its arrival counters), instead of by the combine kernel.
-  bool fused_combine = false;
-  int32_t device_sms = 0;  // CUDA: SMs of Plan::device (the combine's block size)
+  int32_t device_sms = 0;             // CUDA: SMs of Plan::device (the combine's block size)
 };
 }  // namespace detail
 

@@ -55,13 +55,7 @@ SplitSchedule evaluate(const SplitScheduleInput& in, int64_t tiles, int64_t max_
     const double rest = std::max(0.0, static_cast<double>(short_ctas) - fit);
     s.est_ns += std::ceil(rest / slots) * short_ns;
   }
-  const int64_t grid =
-      static_cast<int64_t>(max_row_blocks) * s.num_chunks * static_cast<int64_t>(in.kv_len.size());
-  s.fused = in.fused_combine && s.partial_rows > 0 && grid <= in.concurrent_ctas;
-  if (s.fused)
-    s.est_ns += k.fused_combine_ns +
-                k.fused_partial_share * k.partial_row_ns * static_cast<double>(s.partial_rows);
-  else if (s.partial_rows > 0)
+  if (s.partial_rows > 0)
     s.est_ns += k.combine_ns + k.partial_row_ns * static_cast<double>(s.partial_rows);
   return s;
 }

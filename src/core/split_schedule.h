@@ -10,19 +10,14 @@ namespace treeverify::detail {
 // The cost model of one kernel variant on one device (nanoseconds). Measured on the H200 for
 // each variant class (cuda/plan.cpp says where); they change speed, never results.
 struct SplitCosts {
-  double token_ns = 60;      // a CTA's time per KV token when bandwidth is not the limit
-  double cta_ns = 9500;      // a CTA's fixed time: start, loading Q, filling the pipe, epilogue
-  double combine_ns = 3000;  // a split call's combine pass beyond its reads: launch and tail
-  // The combine fused into the verify kernel (a grid that fits the device at once): the CTAs'
-  // merge beyond its reads (a few round trips to L2), and the share of partial_row_ns its
-  // partials cost (written to L2 and read back from there, not from DRAM).
-  double fused_combine_ns = 1000;
-  double fused_partial_share = 0.5;
+  double token_ns = 60;     // a CTA's time per KV token when bandwidth is not the limit
+  double cta_ns = 9500;     // a CTA's fixed time: start, loading Q, filling the pipe, epilogue
+  double combine_ns = 3000; // a split call's combine pass beyond its reads: launch and tail
   // Each partial row a split writes (512 fp32 and an lse) and the combine reads back, spread
   // over the device: 4 KB of traffic at its bandwidth.
   double partial_row_ns = 1;
-  double token_bytes = 1152;   // bytes of one KV row
-  double bytes_per_ns = 4000;  // device memory bandwidth (bytes per nanosecond)
+  double token_bytes = 1152;      // bytes of one KV row
+  double bytes_per_ns = 4000;     // device memory bandwidth (bytes per nanosecond)
 };
 
 struct SplitScheduleInput {
@@ -34,9 +29,6 @@ struct SplitScheduleInput {
   int32_t concurrent_ctas = 1;  // CTAs the device runs at once (SMs x CTAs per SM)
   SplitCosts costs;
   int32_t forced_chunk_tokens = 0;  // > 0: take this chunk length (a multiple of tile_tokens)
-  // The kernel may merge its own partials where its whole grid (the most row blocks x the most
-  // chunks x requests) fits in concurrent_ctas.
-  bool fused_combine = false;
 };
 
 struct SplitSchedule {
@@ -45,7 +37,6 @@ struct SplitSchedule {
   int32_t max_row_blocks = 0;  // the most row blocks of any request: grid.x
   int64_t num_ctas = 0;        // CTAs that do work
   int64_t partial_rows = 0;    // partial rows written and combined (0: no request is split)
-  bool fused = false;          // split, and merged by the verify kernel itself
   double est_ns = 0;           // modelled time of the call
 };
 
@@ -53,7 +44,7 @@ struct SplitSchedule {
 // tokens at token_ns each, or slower when the CTAs running at once ask for more than the
 // device's bandwidth; CTAs of full chunks run in waves of concurrent_ctas, shorter ones fill
 // the idle slots of the last wave or waves of their own; a split call adds its combine and
-// its partials' traffic, or, where the kernel merges them itself, the cheaper fused merge.
+// its partials' traffic.
 // Ties go to longer chunks (fewer partials to merge).
 SplitSchedule plan_split_schedule(const SplitScheduleInput& in);
 

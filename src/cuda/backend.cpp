@@ -5,8 +5,6 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
-#include <cstdlib>
-
 #include "core/check.h"
 #include "core/cuda_backend.h"
 #include "core/strides.h"
@@ -44,7 +42,6 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   auto* mask = reinterpret_cast<uint32_t*>(ws);
   auto* part_out = reinterpret_cast<float*>(ws + w.part_out_offset());
   auto* part_lse = reinterpret_cast<float*>(ws + w.part_lse_offset());
-  auto* counters = reinterpret_cast<uint32_t*>(ws + w.counter_offset());
   const int32_t words = mask_words(plan.max_tree);
   const int64_t rows = static_cast<int64_t>(plan.total_q) * plan.num_heads;
   const int32_t max_rows = plan.max_tree * plan.num_heads;  // of the largest request
@@ -73,12 +70,6 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       if (cudaError_t err = cudaGetLastError(); err != cudaSuccess)
         return cuda_error("build_tree_mask launch", err);
     }
-    // The fused combine's arrival counters start at zero and reset themselves after each call
-    // (cuda/mma/row_block_merge.cuh).
-    if (w.counter_bytes > 0)
-      if (cudaError_t err = cudaMemsetAsync(counters, 0, w.counter_bytes, stream);
-          err != cudaSuccess)
-        return cuda_error("cudaMemsetAsync (combine counters)", err);
     // Recorded for plans without a mask too: their partials may overwrite another plan's.
     record_step_data(workspace, plan.state.id, arrays);
   }
@@ -104,7 +95,6 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .lse = t.lse,
       .part_out = part_out,
       .part_lse = part_lse,
-      .chunk_counters = plan.state.fused_combine ? counters : nullptr,
       .num_heads = plan.num_heads,
       .page_shift = __builtin_ctz(static_cast<unsigned>(plan.page_size)),
       .chunk_tokens = plan.state.chunk_tokens,
@@ -114,12 +104,6 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .total_rows = rows,
       .scale_log2 = plan.softmax_scale * cuda::kLog2e,
   };
-  // EXPERIMENT (f59bfd2's version 2, never to land as is): TV_EXP_COOPERATIVE_ONLY=1 launches a
-  // fused plan cooperatively but leaves its partials to the combine kernel, which prices the
-  // cooperative launch alone.
-  bool cooperative = kp.chunk_counters != nullptr;
-  if (const char* e = std::getenv("TV_EXP_COOPERATIVE_ONLY"); e != nullptr && e[0] == '1')
-    kp.chunk_counters = nullptr;
   auto launch_wgmma = [&] {
     using Tile = cuda::sm90::WgmmaTile;
     const dim3 grid((max_rows + Tile::kRows - 1) / Tile::kRows, plan.state.num_chunks,
@@ -127,52 +111,37 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
     // Exact mode only: plan.cpp never gives this kernel fast mode's e4m3 products.
     if (plan.state.fast_products) return cudaErrorInvalidValue;
     return cuda::sm90::launch_verify_wgmma(kp, grid, stream, plan.dtype,
-                                           plan.kv_format == KvFormat::kE4M3, cooperative);
+                                           plan.kv_format == KvFormat::kE4M3);
   };
-  // The verify kernel; cooperative where it merges its own partials (chunk_counters), which
-  // needs every CTA on the device at once.
-  auto launch_main = [&] {
-    return plan.state.wgmma
-               ? launch_wgmma()
-               : cuda::mma::with_variant(
-                     static_cast<VariantId>(plan.state.variant), [&]<typename V>(V) {
-                       const dim3 grid((max_rows + V::kRows - 1) / V::kRows, plan.state.num_chunks,
-                                       plan.batch_size);
-                       using cuda::mma::KvMode;
-                       auto launch = [&]<KvMode kMode>() {
-                         return plan.dtype == DType::kBF16
-                                    ? cuda::mma::launch_verify<__nv_bfloat16, V, kMode>(
-                                          kp, grid, stream, cooperative)
-                                    : cuda::mma::launch_verify<__half, V, kMode>(kp, grid, stream,
-                                                                                 cooperative);
-                       };
-                       if (plan.kv_format != KvFormat::kE4M3)
-                         return launch.template operator()<KvMode::k16>();
-                       // Set only where cuda_plan chose the fast kernel (the public Plan::precision
-                       // says so).
-                       if (plan.state.fast_products) {
-                         if constexpr (cuda::mma::fast_mode_variant(cuda::mma::variant_id<V>()))
-                           return launch.template operator()<KvMode::kE4M3Fast>();
-                         else
-                           return cudaErrorInvalidValue;  // fast_mode_variant: never planned
-                       }
-                       return launch.template operator()<KvMode::kE4M3>();
-                     });
-  };
-  cudaError_t err = launch_main();
-  if (err == cudaErrorCooperativeLaunchTooLarge) {
-    // This context has fewer SMs than plan() counted (MPS or green contexts): the same call
-    // with the combine kernel instead.
-    (void)cudaGetLastError();
-    kp.chunk_counters = nullptr;
-    cooperative = false;
-    err = launch_main();
-  }
+  const cudaError_t err =
+      plan.state.wgmma
+          ? launch_wgmma()
+          : cuda::mma::with_variant(static_cast<VariantId>(plan.state.variant), [&]<typename V>(V) {
+              const dim3 grid((max_rows + V::kRows - 1) / V::kRows, plan.state.num_chunks,
+                              plan.batch_size);
+              using cuda::mma::KvMode;
+              auto launch = [&]<KvMode kMode>() {
+                return plan.dtype == DType::kBF16
+                           ? cuda::mma::launch_verify<__nv_bfloat16, V, kMode>(kp, grid, stream)
+                           : cuda::mma::launch_verify<__half, V, kMode>(kp, grid, stream);
+              };
+              if (plan.kv_format != KvFormat::kE4M3)
+                return launch.template operator()<KvMode::k16>();
+              // Set only where cuda_plan chose the fast kernel (the public Plan::precision says
+              // so).
+              if (plan.state.fast_products) {
+                if constexpr (cuda::mma::fast_mode_variant(cuda::mma::variant_id<V>()))
+                  return launch.template operator()<KvMode::kE4M3Fast>();
+                else
+                  return cudaErrorInvalidValue;  // fast_mode_variant: never planned
+              }
+              return launch.template operator()<KvMode::kE4M3>();
+            });
   if (err != cudaSuccess)
     return cuda_error(plan.state.wgmma ? "verify_wgmma_kernel launch" : "verify_mma_kernel launch",
                       err);
 
-  if (plan.state.num_chunks > 1 && kp.chunk_counters == nullptr) {
+  if (plan.state.num_chunks > 1) {
     cuda::CombineParams cp{
         .part_out = part_out,
         .part_lse = part_lse,

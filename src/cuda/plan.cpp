@@ -276,7 +276,6 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
     in.concurrent_ctas = device.sm_count * f.ctas_per_sm;
     in.costs = split_costs(f, device, kv_row_bytes(problem.kv_format, problem.dtype));
     in.forced_chunk_tokens = options.force_chunk_tokens;
-    in.fused_combine = device.cooperative_launch && !options.force_separate_combine;
     return problem.batch_size > 0 ? plan_split_schedule(in)
                                   : SplitSchedule{.chunk_tokens = f.tokens};
   };
@@ -338,7 +337,6 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   // it. griddepcontrol exists in code compiled for sm_90+ (kernel_arch), not merely on the
   // device.
   plan->state.programmatic_combine = device.kernel_arch >= 90;
-  plan->state.fused_combine = sched.fused;
   plan->state.device_sms = device.sm_count;
   const VariantFacts& f = chosen_facts;
   const bool fast = mode == KvMode::kE4M3Fast;
@@ -366,15 +364,9 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                             : f.rows == 16 ? "no request has more than 16 rows"
                             : f.rows == 32 ? "no request has more than 32 rows"
                                            : "requests have more than 32 rows";
-  const std::string split =
-      sched.fused ? fmt::format(
-                        ", {} partial rows merged by the kernel's own CTAs (the grid fits the "
-                        "device at once: a cooperative launch, no combine kernel)",
-                        sched.partial_rows)
-      : sched.partial_rows > 0
-          ? fmt::format(", {} partial rows to combine{}", sched.partial_rows,
-                        options.force_separate_combine ? " (separate combine forced)" : "")
-          : ", no request split";
+  const std::string split = sched.partial_rows > 0
+                                ? fmt::format(", {} partial rows to combine", sched.partial_rows)
+                                : ", no request split";
   plan->reason = fmt::format(
       "{} runs sm_{} code; {} rows a CTA ({}){}{}, {}-token KV tiles{}{}; {} row block(s) x {} "
       "chunk(s) of {} tokens = {} CTAs, {} per SM{}; modelled {:.1f} us",

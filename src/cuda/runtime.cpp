@@ -56,10 +56,6 @@ DeviceInfo query_device(int d) {
   info.global_mem_bytes = prop.totalGlobalMem;
   info.l2_bytes = static_cast<size_t>(prop.l2CacheSize);
   info.smem_per_block_optin = prop.sharedMemPerBlockOptin;
-  int cooperative = 0;
-  info.cooperative_launch =
-      cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, d) == cudaSuccess &&
-      cooperative != 0;
   int khz = 0;
   if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, d) == cudaSuccess)
     info.clock_mhz = khz / 1000;

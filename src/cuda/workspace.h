@@ -1,6 +1,5 @@
 // The workspace of a CUDA plan: the step's ancestor mask, then (split plans only) the
-// partial outputs and their lses, then (plans whose kernel merges them itself) the row blocks'
-// arrival counters. plan() sizes it, run() carves it.
+// partial outputs and their lses. plan() sizes it, run() carves it.
 #pragma once
 
 #include <cstddef>
@@ -20,11 +19,10 @@ inline size_t align_up(size_t n) {
 inline int32_t mask_words(int32_t max_tree) { return (max_tree + 31) / 32; }
 
 struct WorkspaceLayout {
-  size_t mask_bytes = 0, part_out_bytes = 0, part_lse_bytes = 0, counter_bytes = 0;
+  size_t mask_bytes = 0, part_out_bytes = 0, part_lse_bytes = 0;
   size_t part_out_offset() const { return align_up(mask_bytes); }
-  size_t part_lse_offset() const { return part_out_offset() + align_up(part_out_bytes); }
-  size_t counter_offset() const { return part_lse_offset() + align_up(part_lse_bytes); }
-  size_t total() const { return counter_offset() + counter_bytes; }
+  size_t part_lse_offset() const { return align_up(mask_bytes) + align_up(part_out_bytes); }
+  size_t total() const { return part_lse_offset() + part_lse_bytes; }
 };
 
 inline WorkspaceLayout workspace_layout(const Plan& plan) {
@@ -35,12 +33,6 @@ inline WorkspaceLayout workspace_layout(const Plan& plan) {
     w.part_out_bytes = static_cast<size_t>(plan.state.num_chunks) * rows * kVDim * 4;
     w.part_lse_bytes = static_cast<size_t>(plan.state.num_chunks) * rows * 4;
   }
-  if (plan.state.fused_combine)  // one a row block of each request: the grid's x by z
-    w.counter_bytes =
-        static_cast<size_t>(plan.batch_size) *
-        ((static_cast<size_t>(plan.max_tree) * plan.num_heads + plan.state.rows_per_cta - 1) /
-         plan.state.rows_per_cta) *
-        4;
   return w;
 }
 

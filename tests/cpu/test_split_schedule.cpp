@@ -191,48 +191,5 @@ TEST(SplitSchedule, ShortChunksFillTheLastWave) {
   EXPECT_GT(t.est_ns, full + k.cta_ns + k.combine_ns);
 }
 
-// A split whose whole grid fits the device at once is merged by the kernel itself, at the
-// fused merge's price; one more CTA than fits, and the combine kernel's price comes back.
-TEST(SplitSchedule, FusedCombineOnlyWhereTheGridFitsAtOnce) {
-  Batch b;
-  b.add(4, 16 * 512);  // 32 rows: 16 chunks of 512 tokens
-  SplitScheduleInput in = input(b, 8, 16);
-  in.forced_chunk_tokens = 512;
-  in.fused_combine = true;
-  const SplitCosts k;
-  const SplitSchedule fits = plan_split_schedule(in);
-  EXPECT_EQ(fits.num_ctas, 16);
-  EXPECT_TRUE(fits.fused);
-  const double full = k.cta_ns + 512 * std::max(k.token_ns, 16 * k.token_bytes / k.bytes_per_ns);
-  EXPECT_DOUBLE_EQ(fits.est_ns,
-                   full + k.fused_combine_ns + k.fused_partial_share * k.partial_row_ns * 32 * 16);
-  in.concurrent_ctas = 15;  // one CTA too many: two waves and the combine kernel
-  const SplitSchedule over = plan_split_schedule(in);
-  EXPECT_FALSE(over.fused);
-  EXPECT_DOUBLE_EQ(over.est_ns, 2 * full + k.combine_ns + k.partial_row_ns * 32 * 16);
-  in.concurrent_ctas = 16;
-  in.fused_combine = false;  // not allowed (forced off, or no cooperative launch)
-  EXPECT_FALSE(plan_split_schedule(in).fused);
-  in.fused_combine = true;
-  in.forced_chunk_tokens = 16 * 512;  // one chunk: nothing to merge
-  EXPECT_FALSE(plan_split_schedule(in).fused);
-}
-
-// The grid counts every request's slot, even those with fewer chunks than the longest: a
-// ragged batch whose working CTAs would fit, but whose grid does not, keeps the combine kernel.
-TEST(SplitSchedule, FusedCombineCountsTheWholeGrid) {
-  Batch b;
-  b.add(1, 8 * 512);  // 8 chunks
-  b.add(1, 512);      // 1 chunk, but 8 slots of the grid
-  SplitScheduleInput in = input(b, 8, 12);
-  in.forced_chunk_tokens = 512;
-  in.fused_combine = true;
-  const SplitSchedule s = plan_split_schedule(in);
-  EXPECT_EQ(s.num_ctas, 9);
-  EXPECT_FALSE(s.fused);  // 2 x 8 = 16 CTAs in the grid
-  in.concurrent_ctas = 16;
-  EXPECT_TRUE(plan_split_schedule(in).fused);
-}
-
 }  // namespace
 }  // namespace treeverify::detail

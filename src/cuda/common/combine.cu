@@ -4,7 +4,6 @@
 
 #include "cuda/common/combine.cuh"
 #include "cuda/common/constants.h"
-#include "cuda/common/merge.cuh"
 #include "cuda/common/mma.cuh"
 
 namespace treeverify::cuda {
@@ -15,6 +14,26 @@ namespace {
 constexpr int kMaxWarps = 16;  // 512 threads leave 128 registers a thread: no spills anywhere
 // Chunks a stream requests at once: their loads are all in flight before the first is used.
 constexpr int kBatch = 8;
+
+// Running merge of partials normalised by their own sum: acc / sum is the merged output and
+// m + log2(sum) its lse (log2 units).
+struct Merge {
+  float m = -INFINITY, sum = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  // Adds a partial of lse s and values v, or (weight_sum != 1) another merge with m = s,
+  // acc = v and sum = weight_sum. A NaN partial (lse NaN: its rows saw a non-finite value)
+  // makes w, and so acc and sum, NaN for good; the kernel wrote finite values everywhere else.
+  __device__ void add(float s, float4 v, float weight_sum = 1.f) {
+    // An empty partial, or a stream that added nothing, or only NaN (sum NaN, m -inf: go on).
+    if (s == -INFINITY && !isnan(weight_sum)) return;
+    const float m_new = fmaxf(m, s);
+    const float scale = exp2f(m - m_new), w = exp2f(s - m_new);  // scale = 0 while m = -inf
+    acc.x = acc.x * scale + w * v.x, acc.y = acc.y * scale + w * v.y;
+    acc.z = acc.z * scale + w * v.z, acc.w = acc.w * scale + w * v.w;
+    sum = sum * scale + w * weight_sum;
+    m = m_new;
+  }
+};
 
 // Block (r, slice, b) merges columns [4 kLanes slice, +4 kLanes) of row r of request b. Its
 // streams split the request's chunks (stream i takes i, i + streams, ...) with kBatch loads in
@@ -58,8 +77,16 @@ __global__ void __launch_bounds__(kMaxWarps * 32) combine_kernel(const CombinePa
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) mg.add(s[i], v[i]);
   }
-  mg.merge_lanes(kLanes, 32);  // the warp's streams meet
-  if (warps > 1) {             // the warps meet in shared memory; warp 0 finishes the slice
+#pragma unroll
+  for (int off = kLanes; off < 32; off *= 2) {  // the warp's streams meet
+    const float m = __shfl_xor_sync(0xffffffffu, mg.m, off);
+    const float sum = __shfl_xor_sync(0xffffffffu, mg.sum, off);
+    const float4 acc = make_float4(
+        __shfl_xor_sync(0xffffffffu, mg.acc.x, off), __shfl_xor_sync(0xffffffffu, mg.acc.y, off),
+        __shfl_xor_sync(0xffffffffu, mg.acc.z, off), __shfl_xor_sync(0xffffffffu, mg.acc.w, off));
+    mg.add(m, acc, sum);
+  }
+  if (warps > 1) {  // the warps meet in shared memory; warp 0 finishes the slice
     __shared__ float s_m[kMaxWarps], s_sum[kMaxWarps];
     __shared__ float4 s_acc[kMaxWarps][kLanes];
     if (lane == 0) s_m[warp] = mg.m, s_sum[warp] = mg.sum;
@@ -72,14 +99,15 @@ __global__ void __launch_bounds__(kMaxWarps * 32) combine_kernel(const CombinePa
   }
   if (lane >= kLanes) return;
   // sum = 0: the row saw nothing (out 0, lse -inf); sum = NaN: the whole row is NaN.
-  const float inv = mg.inverse_sum();
+  const float inv = mg.sum == 0.f ? 0.f : 1.f / mg.sum;
   const int node = static_cast<int>(grow / p.num_heads),
             head = static_cast<int>(grow % p.num_heads);
   T* dst = static_cast<T*>(p.out) + node * p.out_stride_token + head * p.out_stride_head + col;
   const float4 a = mg.acc;
   *reinterpret_cast<uint2*>(dst) =
       make_uint2(pack2<T>(a.x * inv, a.y * inv), pack2<T>(a.z * inv, a.w * inv));
-  if (p.lse != nullptr && blockIdx.y == 0 && lane == 0) p.lse[grow] = mg.lse_ln();
+  if (p.lse != nullptr && blockIdx.y == 0 && lane == 0)
+    p.lse[grow] = mg.sum == 0.f ? -INFINITY : (mg.m + __log2f(mg.sum)) * kLn2;
 }
 
 // One block per row. lse in natural log; a side at -inf contributes nothing, both at -inf
@@ -144,8 +172,8 @@ cudaError_t launch_combine_lanes(const CombineParams& p, DType dtype, bool progr
 
 }  // namespace
 
-cudaError_t launch_combine(const CombineParams& p, DType dtype, bool programmatic, int device_sms,
-                           cudaStream_t stream) {
+cudaError_t launch_combine(const CombineParams& p, DType dtype, bool programmatic,
+                           int device_sms, cudaStream_t stream) {
   if (p.total_rows == 0) return cudaSuccess;
   // Narrower slices for fewer rows, so the grid has a few hundred blocks: 4 a row from 128
   // rows up, 8 from 64, else 16 (batch-1 decode of 8 heads: 128 blocks).

@@ -18,9 +18,8 @@
 // The variant's schedule orders these steps: halves_loop, overlap_loop or in_order_loop
 // (each instantiation file names its own).
 // A request with one chunk writes out/lse directly; otherwise each chunk writes a normalised
-// fp32 partial and its lse, merged by the combine kernel (cuda/common/combine.cu), or, when
-// the whole grid fits the device at once, by the CTAs themselves (row_block_merge.cuh). Rows
-// that come out with a non-finite value are recomputed exactly (nonfinite.cuh).
+// fp32 partial and its lse, merged by the combine kernel (cuda/common/combine.cu). Rows that
+// come out with a non-finite value are recomputed exactly (nonfinite.cuh).
 // Figures and limits: DESIGN_NOTES.md beside this file.
 #pragma once
 
@@ -28,7 +27,6 @@
 #include "cuda/mma/build.h"
 #include "cuda/mma/fp8_ops.cuh"
 #include "cuda/mma/nonfinite.cuh"
-#include "cuda/mma/row_block_merge.cuh"
 #include "cuda/mma/tile_ops.cuh"
 
 namespace treeverify::cuda::mma {
@@ -320,7 +318,6 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   epilogue<T, V, kE4M3, kFast || kE4M3Regs>(p, w, st, s_alpha, s_lse, o, v_scale);
   __syncthreads();  // the epilogue's stores and its NaN rows in s_lse
   recompute_nan_rows<T, V, kE4M3>(p, smem, s_lse);
-  if (p.chunk_counters != nullptr) merge_row_block<T, V, true>(p, [] { __syncthreads(); });
 }
 
 // A variant this build does not compile for the architecture (build.h: one that needs more

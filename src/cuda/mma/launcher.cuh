@@ -1,7 +1,6 @@
 // Definitions behind launcher.h, included only by the instantiation files.
 #pragma once
 
-#include "cuda/common/launch.cuh"
 #include "cuda/common/smem_limit.cuh"
 #include "cuda/mma/kernel.cuh"
 #include "cuda/mma/launcher.h"
@@ -14,11 +13,10 @@ cudaError_t raise_smem_limit() {
 }
 
 template <typename T, typename V, KvMode kMode>
-cudaError_t launch_verify(const VerifyKernelParams& params, dim3 grid, cudaStream_t stream,
-                          bool cooperative) {
+cudaError_t launch_verify(const VerifyKernelParams& params, dim3 grid, cudaStream_t stream) {
   if (cudaError_t err = raise_smem_limit<T, V, kMode>(); err != cudaSuccess) return err;
-  return launch_kernel(verify_mma_kernel<T, V, kMode>, grid, kThreads, V::kSmemBytes, stream,
-                       cooperative, params);
+  verify_mma_kernel<T, V, kMode><<<grid, kThreads, V::kSmemBytes, stream>>>(params);
+  return cudaGetLastError();
 }
 
 template <typename T, typename V, KvMode kMode>
@@ -41,10 +39,9 @@ int verify_ctas_per_sm() {
 // One (dtype, variant) for a 16-bit cache, an e4m3 one (_E4M3) or an e4m3 one in fast mode
 // (_E4M3_FAST). Each goes in a file of its own: compiled in one translation unit, the 16-bit
 // kernel of the 64-row variants was allocated differently and spilled (sm_90, 2026-11-30).
-#define TV_INSTANTIATE_VERIFY_MMA_KV(T, V, MODE)                                                \
-  template cudaError_t launch_verify<T, V, MODE>(const VerifyKernelParams&, dim3, cudaStream_t, \
-                                                 bool);                                         \
-  template cudaError_t verify_attributes<T, V, MODE>(cudaFuncAttributes*);                      \
+#define TV_INSTANTIATE_VERIFY_MMA_KV(T, V, MODE)                                                 \
+  template cudaError_t launch_verify<T, V, MODE>(const VerifyKernelParams&, dim3, cudaStream_t); \
+  template cudaError_t verify_attributes<T, V, MODE>(cudaFuncAttributes*);                       \
   template int verify_ctas_per_sm<T, V, MODE>();
 #define TV_INSTANTIATE_VERIFY_MMA(T, V) TV_INSTANTIATE_VERIFY_MMA_KV(T, V, KvMode::k16)
 #define TV_INSTANTIATE_VERIFY_MMA_E4M3(T, V) TV_INSTANTIATE_VERIFY_MMA_KV(T, V, KvMode::kE4M3)

@@ -11,11 +11,9 @@
 
 namespace treeverify::cuda::mma {
 
-// Raises the dynamic shared-memory limit once per device, then launches the kernel
-// (cooperative: cuda/common/launch.cuh; params.chunk_counters needs it).
+// Raises the dynamic shared-memory limit once per device, then launches the kernel.
 template <typename T, typename V, KvMode kMode = KvMode::k16>
-cudaError_t launch_verify(const VerifyKernelParams& params, dim3 grid, cudaStream_t stream,
-                          bool cooperative);
+cudaError_t launch_verify(const VerifyKernelParams& params, dim3 grid, cudaStream_t stream);
 
 // The kernel's attributes on the current device (binaryVersion tells which compiled
 // architecture runs there; an error means none can).

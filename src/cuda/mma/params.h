@@ -31,10 +31,6 @@ struct VerifyKernelParams {
   float* lse;                // [total_q, H] fp32, may be null
   float* part_out;           // [num_chunks, total_q * H, 512] fp32 (workspace)
   float* part_lse;           // [num_chunks, total_q * H] fp32 (workspace), log2 units
-  // The combine fused into the kernel (row_block_merge.cuh; only in a cooperative launch):
-  // [B, gridDim.x] arrival counters of the row blocks' chunks (workspace), zero between calls.
-  // Null: a split request's partials are left to the combine kernel.
-  uint32_t* chunk_counters;
   int32_t num_heads;
   int32_t page_shift;    // log2(page_size)
   int32_t chunk_tokens;  // a multiple of the variant's kTokens (the wgmma kernel's 64-token

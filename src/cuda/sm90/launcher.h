@@ -17,10 +17,9 @@ namespace treeverify::cuda::sm90 {
 inline constexpr bool kWgmmaBuilt = TREEVERIFY_CUDA_SM90A != 0;
 
 // Raises the dynamic shared-memory limit once per device, then launches the kernel (grid: x row
-// blocks of WgmmaTile::kRows, y chunks, z requests, as the portable kernel's; cooperative:
-// cuda/common/launch.cuh, which params.chunk_counters needs).
+// blocks of WgmmaTile::kRows, y chunks, z requests, as the portable kernel's).
 cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid,
-                                cudaStream_t stream, DType dtype, bool e4m3, bool cooperative);
+                                cudaStream_t stream, DType dtype, bool e4m3);
 
 // How many CTAs of the kernel one SM runs at once on the current device (0 on error).
 int verify_wgmma_ctas_per_sm(DType dtype, bool e4m3);

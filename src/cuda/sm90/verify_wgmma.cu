@@ -2,7 +2,6 @@
 // 16-bit cache or an e4m3 one in exact mode), chosen here once for every caller.
 #include <type_traits>
 
-#include "cuda/common/launch.cuh"
 #include "cuda/common/smem_limit.cuh"
 #include "cuda/sm90/launcher.h"
 #include "cuda/sm90/verify_wgmma.cuh"
@@ -31,11 +30,11 @@ cudaError_t raise_smem_limit(K) {
 }  // namespace
 
 cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid,
-                                cudaStream_t stream, DType dtype, bool e4m3, bool cooperative) {
+                                cudaStream_t stream, DType dtype, bool e4m3) {
   return with_kernel(dtype, e4m3, [&](auto kernel) {
     if (cudaError_t err = raise_smem_limit(kernel); err != cudaSuccess) return err;
-    return launch_kernel(kernel.value, grid, Tile::kThreads, Tile::kSmemBytes, stream, cooperative,
-                         params);
+    kernel.value<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params);
+    return cudaGetLastError();
   });
 }
 

@@ -20,8 +20,8 @@
 // products, and each warpgroup's scores of its next tile run beside its last P V.
 // O_g is 128 fp32 registers a thread. The epilogue is the portable kernel's contract: a
 // one-chunk request writes out/lse, a split one an fp32 partial and its lse (log2) for the
-// combine kernel or for the CTAs' own merge (cuda/mma/row_block_merge.cuh), and rows that come
-// out non-finite are recomputed exactly (cuda/mma/nonfinite.cuh).
+// combine kernel, and rows that come out non-finite are recomputed exactly
+// (cuda/mma/nonfinite.cuh).
 // On an e4m3 cache (exact mode, kE4M3) the products are fp16: the producer widens each tile's
 // codes in shared memory (operands.cuh), Q is rescaled a row by a power of two into fp16, the
 // scores take that factor times kv_scale and O takes kv_scale: the portable kernel's exact
@@ -34,7 +34,6 @@
 #include "cuda/common/arch.cuh"
 #include "cuda/common/bulk_copy.cuh"
 #include "cuda/mma/nonfinite.cuh"
-#include "cuda/mma/row_block_merge.cuh"
 #include "cuda/mma/tile_ops.cuh"
 #include "cuda/sm90/operands.cuh"
 #include "cuda/sm90/tile.h"
@@ -441,7 +440,6 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   consumer_sync();  // the epilogue's stores and its NaN rows in s_lse
   // Every tile has landed (each was waited for), so the stages are free for its rows' O.
   mma::recompute_nan_rows<T, Tile, kE4M3>(p, smem, s_lse);
-  if (p.chunk_counters != nullptr) mma::merge_row_block<T, Tile>(p, consumer_sync);
 }
 
 // Compiled into sm_90a code only; elsewhere a trap (dispatch never launches it there).
