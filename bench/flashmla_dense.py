@@ -5,7 +5,8 @@ FlashMLA (github.com/deepseek-ai/FlashMLA) takes no tree mask and only 64-token 
 timed on the dense prefix of each case (cache_seqlens = L, causal=False, page size 64); a tree
 would need a second kernel for the tail and an LSE merge on top. Its source is never part of
 this repository: pass the path of a checkout with its cutlass submodule (`git clone
---recursive`), and --build to compile it there (sm_90a only) before the run.
+--recursive`), and --build to compile its dense decode path (sm_90a, four sources; its
+setup.py would also build the sparse and sm_100 kernels) before the run.
 
 Protocol (docs/BENCH.md): CUDA events around the call, median of --iters after 5 warm-ups, L2
 emptied between calls by reading a buffer of 4x its size, as `treeverify bench --flush read`.
@@ -24,7 +25,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -37,20 +37,57 @@ PAGE = 64  # the only page size FlashMLA's dense kernel takes
 CHECK_L = 4096  # the prefix of the checked copy
 
 
+# The sources of FlashMLA's dense decode path (FlashMLA 9241ae3's setup.py lists them with its
+# sparse and sm_100 kernels, which this benchmark never calls and which take most of its build).
+DENSE_SOURCES = [
+    "csrc/smxx/decode/get_decoding_sched_meta/get_decoding_sched_meta.cu",
+    "csrc/smxx/decode/combine/combine.cu",
+    "csrc/sm90/decode/dense/instantiations/bf16.cu",
+    "csrc/sm90/decode/dense/instantiations/fp16.cu",
+]
+# The binding of the one function flash_mla_with_kvcache calls for a dense 16-bit cache.
+DENSE_API = """#include <pybind11/pybind11.h>
+#include "dense_decode.h"
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("dense_decode_fwd", &dense_attn_decode_interface);
+}
+"""
+# setup.py's nvcc flags for sm_90a (its ptxas warning flags left out).
+NVCC_FLAGS = [
+    "-O3", "-std=c++20", "-DNDEBUG", "-D_USE_MATH_DEFINES", "-Wno-deprecated-declarations",
+    "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
+    "-U__CUDA_NO_HALF2_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "--expt-relaxed-constexpr", "--expt-extended-lambda", "--use_fast_math",
+    "-gencode", "arch=compute_90a,code=sm_90a", "--threads", "4",
+]
+
+
 def build(checkout):
-    env = dict(os.environ, FLASH_MLA_DISABLE_SM100="1", MAX_JOBS=str(os.cpu_count() or 4))
-    # FlashMLA's setup.py first runs `git submodule update`; a packed checkout
-    # (scripts/flashmla_carry.sh) already holds cutlass, and a machine without git would make
-    # that call raise, so a no-op git stands in where there is none.
-    if shutil.which("git") is None:
-        stub = os.path.join(checkout, ".no-git")
-        os.makedirs(stub, exist_ok=True)
-        with open(os.path.join(stub, "git"), "w") as f:
-            f.write("#!/bin/sh\nexit 0\n")
-        os.chmod(os.path.join(stub, "git"), 0o755)
-        env["PATH"] = stub + os.pathsep + env.get("PATH", "")
-    subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=checkout, env=env,
-                   check=True)
+    """Builds the dense decode path of the checkout as `flash_mla.cuda` and registers it, so
+    that the checkout's own Python interface (flash_mla_with_kvcache) calls it."""
+    from torch.utils import cpp_extension
+
+    build_dir = os.path.join(checkout, "build-dense")
+    os.makedirs(build_dir, exist_ok=True)
+    api = os.path.join(build_dir, "api_dense.cpp")
+    with open(api, "w") as f:
+        f.write(DENSE_API)
+    csrc = os.path.join(checkout, "csrc")
+    includes = [csrc, os.path.join(csrc, "api"), os.path.join(csrc, "kerutils", "include"),
+                os.path.join(csrc, "sm90"), os.path.join(csrc, "cutlass", "include"),
+                os.path.join(csrc, "cutlass", "tools", "util", "include")]
+    # CUDA 13 keeps CCCL (cuda/std/..., which cutlass includes) under include/cccl, where nvcc
+    # looks by itself and the host compiler of api_dense.cpp does not.
+    cccl = os.path.join(cpp_extension.CUDA_HOME or "/usr/local/cuda", "include", "cccl")
+    if os.path.isdir(cccl):
+        includes.append(cccl)
+    os.environ.setdefault("MAX_JOBS", str(os.cpu_count() or 4))
+    module = cpp_extension.load(
+        name="flash_mla_dense", sources=[api] + [os.path.join(checkout, s) for s in DENSE_SOURCES],
+        extra_cflags=["-O3", "-std=c++20", "-DNDEBUG", "-Wno-deprecated-declarations"],
+        extra_cuda_cflags=NVCC_FLAGS, extra_include_paths=includes, build_directory=build_dir,
+        verbose=True)
+    sys.modules["flash_mla.cuda"] = module
 
 
 def make_inputs(h, t, l, batch, gen):
@@ -114,7 +151,9 @@ def bench_case(flash_mla, name, iters, flush):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--flashmla", required=True, help="a FlashMLA checkout with its submodules")
-    ap.add_argument("--build", action="store_true", help="build it there first (sm_90a)")
+    ap.add_argument("--build", action="store_true",
+                    help="build its dense decode path first (sm_90a; without it, a checkout "
+                         "built by its own setup.py)")
     ap.add_argument("--cases", default="V1,V2,V3,V4,D1,D2")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--treeverify", default=None, help="a treeverify binary to run beside it")

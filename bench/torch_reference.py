@@ -22,6 +22,10 @@ SUITE = {  # name: (H, T, L, batch)  -- docs/BENCH.md's verify suite (R1 is ragg
     "V4": (64, 64, 185000, 1),
     "D1": (16, 1, 8192, 64),
     "D2": (128, 1, 185000, 1),
+    "S1": (8, 16, 4096, 1),  # the small-work cases (issue 14)
+    "S2": (16, 32, 8192, 1),
+    "S3": (8, 1, 65536, 1),
+    "S4": (8, 1, 185000, 1),
 }
 SCALE = 0.1447
 
