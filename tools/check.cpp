@@ -18,6 +18,7 @@ int run_check(const CaseFlags& flags) {
   if (s.ok()) s = plan_options(flags, &options);
   options.force_config_arch = flags.config_arch;
   options.force_rows_per_cta = flags.rows_per_cta;
+  options.disable_tma = flags.no_tma;
   if (s.ok() && flags.chunk_tokens.size() > 1)
     s = Status(StatusCode::kInvalidArgument, "--chunk-tokens: check takes one value");
   else if (!flags.chunk_tokens.empty())

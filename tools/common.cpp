@@ -18,6 +18,9 @@ void add_case_flags(CLI::App* app, CaseFlags* f) {
                   "CUDA: force the tile configuration of this SM version (e.g. 120 on an H200)");
   app->add_option("--rows-per-cta", f->rows_per_cta,
                   "CUDA: run the 16, 32 or 64-row variant instead of the table's choice (tuning)");
+  app->add_flag("--no-tma", f->no_tma,
+                "CUDA: the sm_90a wgmma kernel copies every KV tile with cp.async, not whole "
+                "tiles by TMA tensor copies (tuning)");
   app->add_option("--chunk-tokens", f->chunk_tokens,
                   "CUDA: split the KV sequence into chunks of this many tokens instead of the "
                   "schedule's choice (tuning; bench takes several and runs each case with each)")

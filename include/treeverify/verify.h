@@ -126,6 +126,10 @@ struct PlanOptions {
   // CUDA: run the variant with this many query rows a CTA (16, 32 or 64; 0 means the one the
   // tile table picks for the largest request), for tests and tuning.
   int force_rows_per_cta = 0;
+  // CUDA, the sm_90a wgmma kernel: copy every KV tile with cp.async, never whole tiles by TMA
+  // tensor copies (which plan() takes for 16-bit pages of 64 rows or more and requests of
+  // more than 128 rows), for tests and tuning; the results are the same bit for bit.
+  bool disable_tma = false;
 };
 
 namespace detail {
@@ -140,6 +144,8 @@ struct PlanState {
   int32_t rows_per_cta = 0;    // CUDA: query rows a CTA of that variant (16, 32 or 64)
   bool fast_products = false;  // CUDA: run() launches the e4m3 fast kernel (precision kFast)
   bool wgmma = false;          // CUDA: run() launches the sm_90a wgmma kernel (src/cuda/sm90)
+  // CUDA: ... and its producer copies whole tiles by TMA tensor copies (plan.cpp says where).
+  bool tma = false;
   uint64_t id = 0;  // CUDA: distinct for each plan() call; names the step data in a workspace
   bool programmatic_combine = false;  // CUDA: the split combine overlaps the main kernel's tail
   int32_t device_sms = 0;             // CUDA: SMs of Plan::device (the combine's block size)

@@ -14,6 +14,7 @@
 #include "cuda/host_checks.h"
 #include "cuda/mma/config.h"
 #include "cuda/mma/launcher.h"
+#include "cuda/sm90/kv_tensor_map.h"
 #include "cuda/sm90/launcher.h"
 #include "cuda/step_data.h"
 #include "cuda/workspace.h"
@@ -35,6 +36,18 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   TV_RETURN_IF_ERROR(require_device_pointer(t.kv_cache, "kv_cache"));
   TV_RETURN_IF_ERROR(require_device_pointer(t.out, "out"));
   TV_RETURN_IF_ERROR(require_device_pointer(t.lse, "lse"));
+  // The wgmma kernel copies whole tiles of a 16-bit cache in pages of 64 rows or more by TMA
+  // tensor copies where plan.cpp chose so (state.tma). The map names this layer's cache, so it
+  // is encoded for every run: a host call with no device work, which a graph capture records
+  // as a kernel parameter like the cache's address.
+  CUtensorMap kv_map{};
+  TV_REQUIRE_CODE(StatusCode::kInternal,
+                  !plan.state.tma || cuda::sm90::encode_kv_tensor_map(
+                                         &kv_map, t.kv_cache, plan.num_pages, plan.page_size),
+                  "kv_cache",
+                  "the driver refused a TMA tensor map of it ({} pages of {} rows at {}); "
+                  "PlanOptions::disable_tma copies every tile with cp.async",
+                  plan.num_pages, plan.page_size, t.kv_cache);
 
   const cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   const WorkspaceLayout w = workspace_layout(plan);
@@ -111,7 +124,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
     // Exact mode only: plan.cpp never gives this kernel fast mode's e4m3 products.
     if (plan.state.fast_products) return cudaErrorInvalidValue;
     return cuda::sm90::launch_verify_wgmma(kp, grid, stream, plan.dtype,
-                                           plan.kv_format == KvFormat::kE4M3);
+                                           plan.kv_format == KvFormat::kE4M3,
+                                           plan.state.tma ? &kv_map : nullptr);
   };
   const cudaError_t err =
       plan.state.wgmma

@@ -11,6 +11,7 @@
 #include "cuda/mma/build.h"
 #include "cuda/mma/launcher.h"
 #include "cuda/sm90/choice.h"
+#include "cuda/sm90/kv_tensor_map.h"
 #include "cuda/sm90/launcher.h"
 #include "cuda/step_data.h"
 #include "cuda/workspace.h"
@@ -326,6 +327,16 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   plan->state.config_arch = config_arch;
   plan->state.variant = static_cast<int32_t>(chosen);
   plan->state.wgmma = chosen_facts.wgmma;
+  // Its producer copies a whole 64-token tile inside one page by 9 TMA tensor copies (one
+  // thread, no proxy fence) where the cache is 16-bit, pages hold 64 rows or more and more
+  // than two row blocks share each tile; partial and page-straddling tiles keep cp.async.
+  // H200, 2026-12-01, L = 185000, page 64, TMA against cp.async in one binary: 256 rows or
+  // more 4-5% faster (V2 0.3743 -> 0.3549-0.3572 ms, V3 1.017 -> 0.963-0.969, V4 2.91 ->
+  // 2.76-2.77, H 128 T 2 0.1979 -> 0.1906), but 128 rows 4-7% slower (D2 0.1149 -> 0.1192,
+  // H 8 T 16 0.1144 -> 0.1197, four 64-row requests 0.2368 -> 0.2523): cuda/sm90/DESIGN_NOTES.md.
+  plan->state.tma = chosen_facts.wgmma && !e4m3 && problem.page_size >= 64 &&
+                    max_rows > 2 * cuda::sm90::WgmmaTile::kRows && !options.disable_tma &&
+                    cuda::sm90::kv_tensor_maps_available();
   plan->state.tile_tokens = chosen_facts.tokens;
   plan->state.rows_per_cta = chosen_facts.rows;
   plan->state.chunk_tokens = sched.chunk_tokens;
@@ -343,8 +354,8 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   plan->precision = fast ? Precision::kFast : Precision::kExact;
   plan->state.fast_products = fast;
   plan->kernel = f.wgmma
-                     ? fmt::format("cuda-wgmma/{}{}/{}/sm90a", dtype_name(problem.dtype),
-                                   e4m3 ? "-e4m3kv" : "", f.name)
+                     ? fmt::format("cuda-wgmma/{}{}/{}{}/sm90a", dtype_name(problem.dtype),
+                                   e4m3 ? "-e4m3kv" : "", f.name, plan->state.tma ? "+tma" : "")
                      : fmt::format("cuda-mma/{}{}{}/{}/sm{}-config", dtype_name(problem.dtype),
                                    e4m3 ? "-e4m3kv" : "", fast ? "-fast" : "", f.name, config_arch);
   // On an sm_90 device, why the portable kernel runs instead of the wgmma one.
@@ -364,6 +375,14 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                             : f.rows == 16 ? "no request has more than 16 rows"
                             : f.rows == 32 ? "no request has more than 32 rows"
                                            : "requests have more than 32 rows";
+  // How the KV tiles reach shared memory, where it is not the variant's plain cp.async.
+  const char* copies =
+      f.bulk            ? " by bulk copies"
+      : plan->state.tma ? " (whole tiles inside one page by TMA tensor copies)"
+      : !f.wgmma || e4m3 || problem.page_size < 64 ? ""
+      : max_rows <= 2 * cuda::sm90::WgmmaTile::kRows
+          ? " by cp.async (TMA copies take more than 128 rows a request: slower below)"
+          : " by cp.async (TMA copies disabled or unavailable)";
   const std::string split = sched.partial_rows > 0
                                 ? fmt::format(", {} partial rows to combine", sched.partial_rows)
                                 : ", no request split";
@@ -371,8 +390,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
       "{} runs sm_{} code; {} rows a CTA ({}){}{}, {}-token KV tiles{}{}; {} row block(s) x {} "
       "chunk(s) of {} tokens = {} CTAs, {} per SM{}; modelled {:.1f} us",
       where, device.kernel_arch, f.rows, tiles, kernel_note,
-      f.halves ? " in two halves, one's softmax beside the other's products" : "", f.tokens,
-      f.bulk ? " by bulk copies" : "",
+      f.halves ? " in two halves, one's softmax beside the other's products" : "", f.tokens, copies,
       !e4m3  ? ""
       : fast ? fmt::format(", e4m3 fast: Q (a scale a row) and P in e4m3, e4m3 products{}",
                            cuda::mma::native_fp8_mma(sm)

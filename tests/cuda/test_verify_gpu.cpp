@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "fast_check.h"
 
@@ -130,6 +131,48 @@ TEST(GpuVerify, EveryVariant) {
 TEST(GpuVerify, WgmmaPagesHeadsAndChunks) {
   TV_SKIP_WITHOUT_GPU();
   check_64_row_pages_heads_and_chunks(/*e4m3=*/false);
+}
+
+// The wgmma kernel's producer copies whole tiles of a 16-bit cache inside one page of 64 rows or
+// more by TMA tensor copies (plan.cpp: state.tma), and every other tile, or every tile with
+// PlanOptions::disable_tma, by cp.async. Both land the same bytes in the same swizzle, so the
+// two runs agree bit for bit, and the TMA run matches the oracle. Pages of 64 and 128
+// rows, partial last tiles, tiles straddling two pages (chunks of 96 and 160 tokens), a
+// request of 127 keys (a whole tile and a partial one), both dtypes.
+TEST(GpuVerify, WgmmaTmaCopiesMatchCpAsync) {
+  TV_SKIP_WITHOUT_GPU();
+  const int pages[] = {64, 128, 128, 64};
+  const int chunks[] = {0, 96, 2048, 160};
+  for (int i = 0; i < 4; ++i) {
+    PlanOptions o;
+    o.force_rows_per_cta = 64;  // the wgmma kernel on sm_90a code, whatever the cost model says
+    o.force_chunk_tokens = chunks[i];
+    const CaseSpec s =
+        spec(fmt::format("TMA, page {} chunk {}", pages[i], chunks[i]), 8, {37, 5, 64},
+             {5000, 700, 63}, pages[i], TreeShape::kRandom, i % 2 ? DType::kFP16 : DType::kBF16);
+    SCOPED_TRACE(fmt::format("{} seed {}", s.name, s.seed));
+    const HostCase host = make_case(s);
+    PlanOptions off = o;
+    off.disable_tma = true;
+    const GpuResult tma = run_on_gpu(host, o), copies = run_on_gpu(host, off);
+    EXPECT_FALSE(copies.plan.state.tma);
+    if (!tma.plan.state.wgmma) {  // no sm_90a code on this device: nothing copies by TMA
+      EXPECT_FALSE(tma.plan.state.tma) << tma.plan.kernel;
+      continue;
+    }
+    EXPECT_TRUE(tma.plan.state.tma) << tma.plan.kernel << ": " << tma.plan.reason;
+    ASSERT_EQ(tma.out.size(), host.out_elems());
+    EXPECT_TRUE(tma.out == copies.out) << "out differs between TMA and cp.async copies";
+    EXPECT_TRUE(tma.lse.size() == copies.lse.size() &&
+                std::memcmp(tma.lse.data(), copies.lse.data(), tma.lse.size() * sizeof(float)) == 0)
+        << "lse differs between TMA and cp.async copies";
+    expect_close_to_oracle(host, s.name, tma);
+  }
+  // 128 rows (two row blocks): cp.async, where TMA copies measured slower.
+  PlanOptions o;
+  o.force_rows_per_cta = 64;
+  const GpuResult few = run_on_gpu(make_case(spec("128 rows", 8, {16}, {3000}, 64)), o);
+  EXPECT_FALSE(few.plan.state.tma) << few.plan.kernel << ": " << few.plan.reason;
 }
 
 TEST(GpuVerify, RaggedBatch) {

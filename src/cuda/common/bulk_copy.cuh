@@ -76,4 +76,18 @@ __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uin
 #endif
 }
 
+// A TMA tensor copy of the box at coordinates (c0, c1, c2) of the tensor map `map` (a
+// __grid_constant__ kernel parameter) to shared memory at `dst`, in the map's swizzle;
+// completion is counted on the mbarrier at `bar`.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c0, int c1, int c2,
+                                            uint32_t bar) {
+#if TV_HAS_BULK_COPY
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], "
+      "[%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+#endif
+}
+
 }  // namespace treeverify::cuda

@@ -3,6 +3,7 @@
 // the instance. Launch code never sees the kernel.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include "build_config.h"
@@ -17,9 +18,12 @@ namespace treeverify::cuda::sm90 {
 inline constexpr bool kWgmmaBuilt = TREEVERIFY_CUDA_SM90A != 0;
 
 // Raises the dynamic shared-memory limit once per device, then launches the kernel (grid: x row
-// blocks of WgmmaTile::kRows, y chunks, z requests, as the portable kernel's).
+// blocks of WgmmaTile::kRows, y chunks, z requests, as the portable kernel's). kv_map: the
+// cache's tensor map (kv_tensor_map.h) for TMA copies of whole tiles, or null (cp.async only;
+// always for an e4m3 cache).
 cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid,
-                                cudaStream_t stream, DType dtype, bool e4m3);
+                                cudaStream_t stream, DType dtype, bool e4m3,
+                                const CUtensorMap* kv_map);
 
 // How many CTAs of the kernel one SM runs at once on the current device (0 on error).
 int verify_wgmma_ctas_per_sm(DType dtype, bool e4m3);

@@ -4,6 +4,8 @@
 // warpgroup (and e4m3 codes widened into fp16 where they landed).
 #pragma once
 
+#include <cuda.h>
+
 #include <type_traits>
 
 #include "cuda/common/arch.cuh"
@@ -136,9 +138,16 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int r0) {
 // on the H200; the warpgroup shares them. Splitting it into two halves that take alternate
 // e4m3 tiles, so that one widens while the other's copies fly, was slower: V1 0.222 ms
 // against 0.198, H200 2026-12-01; the widening's shared-memory traffic is what limits it.)
-template <bool kE4M3>
+// kTma (a 16-bit cache of pages of 64 rows or more; `kv_map` from kv_tensor_map.h): a whole
+// tile within one page goes by TMA instead: producer thread 0 announces its 73728 bytes and issues
+// the 9 tensor copies of its 64-value blocks (each lands in the block's 128-byte swizzle), and
+// the other producer threads arrive without copying. A chunk's partial last tile, and tiles
+// that straddle two pages (forced chunk lengths of an odd number of 32-token tiles), keep
+// cp.async: their rows past the chunk must be zero, not whatever the page holds.
+template <bool kE4M3, bool kTma>
 __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
-                                        uint32_t s_base) {
+                                        uint32_t s_base, const CUtensorMap* kv_map) {
+  static_assert(!(kE4M3 && kTma), "e4m3 codes are widened where they land: cp.async only");
   constexpr int kProducers = Tile::kThreads - Tile::kConsumerThreads;
   constexpr int kRowStep = kProducers / 8;                // 16
   constexpr int kRowsEach = Tile::kTokens / kRowStep;     // 4
@@ -165,6 +174,22 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
     if (tile >= Tile::kStages)  // the consumers are done with the tile kStages before
       mbar_wait(s_base + Tile::kEmptyOffset + 8 * s, (tile / Tile::kStages - 1) & 1);
     const uint32_t stage = s_base + s * Tile::kStageBytes;
+    if constexpr (kTma) {
+      const int first = w.tok_begin + tile * Tile::kTokens, last = first + Tile::kTokens - 1;
+      if (last < w.tok_end && (first >> p.page_shift) == (last >> p.page_shift)) {
+        const uint32_t full = s_base + Tile::kFullOffset + 8 * s;
+        if (pt == 0) {  // ids[0]: the page of row 0, the tile's page
+          mbar_arrive_expect_tx(full, Tile::kStageBytes);
+#pragma unroll
+          for (int kb = 0; kb < kQKDim / 64; ++kb)
+            tma_load_3d(stage + kb * Tile::kBlockBytes, kv_map, 64 * kb,
+                        first & ((1 << p.page_shift) - 1), ids[0], full);
+        } else {
+          mbar_arrive(full);
+        }
+        continue;
+      }
+    }
 #pragma unroll
     for (int i = 0; i < kRowsEach; ++i) {
       const int r = r0 + kRowStep * i;

@@ -1,5 +1,6 @@
-// The wgmma verify kernel's launches (launcher.h): its four instances (bf16 or fp16 queries, a
-// 16-bit cache or an e4m3 one in exact mode), chosen here once for every caller.
+// The wgmma verify kernel's launches (launcher.h): its six instances (bf16 or fp16 queries; a
+// 16-bit cache copied by cp.async or by TMA, or an e4m3 one in exact mode), chosen here once for
+// every caller.
 #include <type_traits>
 
 #include "cuda/common/smem_limit.cuh"
@@ -10,16 +11,21 @@ namespace treeverify::cuda::sm90 {
 namespace {
 
 // The instance as a compile-time value (raise_smem_limit keeps its state per kernel).
-template <typename T, bool kE4M3>
-using Kernel = std::integral_constant<decltype(&verify_wgmma_kernel<T, kE4M3>),
-                                      &verify_wgmma_kernel<T, kE4M3>>;
+template <typename T, bool kE4M3, bool kTma>
+using Kernel = std::integral_constant<decltype(&verify_wgmma_kernel<T, kE4M3, kTma>),
+                                      &verify_wgmma_kernel<T, kE4M3, kTma>>;
 
-// f(Kernel) for the instance of `dtype` and `e4m3`.
+// f(Kernel) for the instance of `dtype`, `e4m3` and `tma` (never both).
+template <typename T, typename F>
+auto with_kernel_of(bool e4m3, bool tma, F f) {
+  return e4m3  ? f(Kernel<T, true, false>{})
+         : tma ? f(Kernel<T, false, true>{})
+               : f(Kernel<T, false, false>{});
+}
 template <typename F>
-auto with_kernel(DType dtype, bool e4m3, F f) {
-  if (dtype == DType::kBF16)
-    return e4m3 ? f(Kernel<__nv_bfloat16, true>{}) : f(Kernel<__nv_bfloat16, false>{});
-  return e4m3 ? f(Kernel<__half, true>{}) : f(Kernel<__half, false>{});
+auto with_kernel(DType dtype, bool e4m3, bool tma, F f) {
+  return dtype == DType::kBF16 ? with_kernel_of<__nv_bfloat16>(e4m3, tma, f)
+                               : with_kernel_of<__half>(e4m3, tma, f);
 }
 
 template <typename K>
@@ -30,16 +36,20 @@ cudaError_t raise_smem_limit(K) {
 }  // namespace
 
 cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid,
-                                cudaStream_t stream, DType dtype, bool e4m3) {
-  return with_kernel(dtype, e4m3, [&](auto kernel) {
+                                cudaStream_t stream, DType dtype, bool e4m3,
+                                const CUtensorMap* kv_map) {
+  const bool tma = kv_map != nullptr && !e4m3;
+  const CUtensorMap map = tma ? *kv_map : CUtensorMap{};
+  return with_kernel(dtype, e4m3, tma, [&](auto kernel) {
     if (cudaError_t err = raise_smem_limit(kernel); err != cudaSuccess) return err;
-    kernel.value<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params);
+    kernel.value<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params, map);
     return cudaGetLastError();
   });
 }
 
 int verify_wgmma_ctas_per_sm(DType dtype, bool e4m3) {
-  return with_kernel(dtype, e4m3, [&](auto kernel) {
+  // The TMA instances have the same shared memory and block size.
+  return with_kernel(dtype, e4m3, /*tma=*/false, [&](auto kernel) {
     int blocks = 0;
     if (raise_smem_limit(kernel) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel.value, Tile::kThreads,

@@ -373,9 +373,10 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   }
 }
 
-// T: the query's and output's type; kE4M3: an e4m3 cache in exact mode (fp16 products).
-template <typename T, bool kE4M3>
-__device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
+// T: the query's and output's type; kE4M3: an e4m3 cache in exact mode (fp16 products); kTma:
+// whole tiles inside one page copied by TMA through kv_map (operands.cuh, produce).
+template <typename T, bool kE4M3, bool kTma>
+__device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CUtensorMap& kv_map) {
   using M = std::conditional_t<kE4M3, __half, T>;
   CtaWork w;
   if (!mma::cta_work<Tile>(p, &w)) return;
@@ -399,7 +400,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   __syncthreads();  // the mbarriers; the last barrier the producer warpgroup joins
   if (warp >= Tile::kProducerWarp) {
     setmaxnreg_dec<Tile::kProducerRegisters>();
-    produce<kE4M3>(p, w, n_tiles, s_base);
+    produce<kE4M3, kTma>(p, w, n_tiles, s_base, &kv_map);
     return;
   }
   setmaxnreg_inc<Tile::kConsumerRegisters>();
@@ -443,14 +444,17 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
 }
 
 // Compiled into sm_90a code only; elsewhere a trap (dispatch never launches it there).
-template <typename T, bool kE4M3>
+// A template argument, not a run-time flag, so that the cp.async instances keep the code they had
+// without TMA (with a run-time flag V1, page 1, measured 1-2% slower: H200, 2026-12-01).
+template <typename T, bool kE4M3, bool kTma>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
-    verify_wgmma_kernel(const __grid_constant__ VerifyKernelParams p) {
+    verify_wgmma_kernel(const __grid_constant__ VerifyKernelParams p,
+                        const __grid_constant__ CUtensorMap kv_map) {
 #if TV_HAS_WGMMA
   // Lets the combine kernel, launched as a programmatic dependent, be scheduled as SMs free up;
   // it waits for this whole grid (griddepcontrol.wait) before reading any partial.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  verify_cta<T, kE4M3>(p);
+  verify_cta<T, kE4M3, kTma>(p, kv_map);
 #elif TV_DEVICE_PASS
   // A constant message: printf with arguments would need a stack frame.
   printf(

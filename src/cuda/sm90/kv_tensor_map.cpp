@@ -1,0 +1,50 @@
+// cuTensorMapEncodeTiled through the runtime's driver entry point (no link to libcuda).
+#include "cuda/sm90/kv_tensor_map.h"
+
+#include <cudaTypedefs.h>
+
+#include "cuda/common/constants.h"
+
+namespace treeverify::cuda::sm90 {
+namespace {
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+#if CUDART_VERSION >= 12050  // before: no cudaGetDriverEntryPointByVersion, cp.async only
+    cudaDriverEntryPointQueryResult status{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &status) != cudaSuccess ||
+        status != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      f = nullptr;
+    }
+#endif
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+}  // namespace
+
+bool kv_tensor_maps_available() { return encode_function() != nullptr; }
+
+bool encode_kv_tensor_map(CUtensorMap* map, const void* kv, int64_t num_pages, int page_size) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_function();
+  if (encode == nullptr || page_size < 64 || num_pages <= 0) return false;
+  constexpr cuuint64_t kRowBytes = kQKDim * 2;
+  const cuuint64_t dims[3] = {kQKDim, static_cast<cuuint64_t>(page_size),
+                              static_cast<cuuint64_t>(num_pages)};
+  const cuuint64_t strides[2] = {kRowBytes, kRowBytes * static_cast<cuuint64_t>(page_size)};
+  const cuuint32_t box[3] = {64, 64, 1};  // one 64-value block of a 64-token tile
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  CUtensorMap m;
+  if (encode(&m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void*>(kv), dims, strides, box,
+             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    return false;
+  *map = m;
+  return true;
+}
+
+}  // namespace treeverify::cuda::sm90
