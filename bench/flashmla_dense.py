@@ -18,8 +18,8 @@ it, in the same session, for the side-by-side table.
 Usage: python3 bench/flashmla_dense.py --flashmla PATH [--build] [--cases V1,V2,V3,V4,D1,D2]
            [--iters 30] [--treeverify .devpkg/bin/treeverify] [--json FILE]
 Written 2026-12-01 against FlashMLA 9241ae3 (whose get_mla_metadata takes no arguments; older
-checkouts take cache_seqlens and return num_splits), without device time left: its first run
-is still to come.
+checkouts take cache_seqlens and return num_splits); first run the same day:
+bench/results/h200-2026-12-01-flashmla/.
 """
 import argparse
 import json
