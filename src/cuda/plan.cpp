@@ -329,11 +329,13 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   plan->state.wgmma = chosen_facts.wgmma;
   // Its producer copies a whole 64-token tile inside one page by 9 TMA tensor copies (one
   // thread, no proxy fence) where the cache is 16-bit, pages hold 64 rows or more and more
-  // than two row blocks share each tile; partial and page-straddling tiles keep cp.async.
-  // H200, 2026-12-01, L = 185000, page 64, TMA against cp.async in one binary: 256 rows or
-  // more 4-5% faster (V2 0.3743 -> 0.3549-0.3572 ms, V3 1.017 -> 0.963-0.969, V4 2.91 ->
-  // 2.76-2.77, H 128 T 2 0.1979 -> 0.1906), but 128 rows 4-7% slower (D2 0.1149 -> 0.1192,
-  // H 8 T 16 0.1144 -> 0.1197, four 64-row requests 0.2368 -> 0.2523): cuda/sm90/DESIGN_NOTES.md.
+  // than two row blocks share each tile of the largest request (a ragged batch follows its
+  // largest request); partial and page-straddling tiles keep cp.async. H200, 2026-12-01,
+  // L = 185000, page 64, TMA against cp.async in one binary: 256 rows or more 4-10% faster
+  // (V2 0.3743 -> 0.3556 ms, V3 1.017 -> 0.965, V4 2.91 -> 2.62-2.68, H 128 T 2 0.1979 ->
+  // 0.1906), 128 rows 4-7% slower (D2 0.1149 -> 0.1192, H 8 T 16 0.1144 -> 0.1197, four
+  // 64-row requests 0.2368 -> 0.2523); 129-255 rows were not measured.
+  // cuda/sm90/DESIGN_NOTES.md, version 13.
   plan->state.tma = chosen_facts.wgmma && !e4m3 && problem.page_size >= 64 &&
                     max_rows > 2 * cuda::sm90::WgmmaTile::kRows && !options.disable_tma &&
                     cuda::sm90::kv_tensor_maps_available();
@@ -381,7 +383,8 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
       : plan->state.tma ? " (whole tiles inside one page by TMA tensor copies)"
       : !f.wgmma || e4m3 || problem.page_size < 64 ? ""
       : max_rows <= 2 * cuda::sm90::WgmmaTile::kRows
-          ? " by cp.async (TMA copies take more than 128 rows a request: slower below)"
+          ? " by cp.async (TMA copies need more than 128 rows in the largest request: "
+            "slower below)"
           : " by cp.async (TMA copies disabled or unavailable)";
   const std::string split = sched.partial_rows > 0
                                 ? fmt::format(", {} partial rows to combine", sched.partial_rows)
