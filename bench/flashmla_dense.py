@@ -16,7 +16,8 @@ produce a time. With --treeverify BIN, `BIN bench --backend cuda-mma` runs the s
 it, in the same session, for the side-by-side table.
 
 Usage: python3 bench/flashmla_dense.py --flashmla PATH [--build] [--cases V1,V2,V3,V4,D1,D2]
-           [--iters 30] [--treeverify .devpkg/bin/treeverify] [--json FILE]
+           [--iters 30] [--page-order random|sequential] [--treeverify .devpkg/bin/treeverify]
+           [--json FILE]
 Written 2026-12-01 against FlashMLA 9241ae3 (whose get_mla_metadata takes no arguments; older
 checkouts take cache_seqlens and return num_splits); first run the same day:
 bench/results/h200-2026-12-01-flashmla/.
@@ -90,12 +91,14 @@ def build(checkout):
     sys.modules["flash_mla.cuda"] = module
 
 
-def make_inputs(h, t, l, batch, gen):
+def make_inputs(h, t, l, batch, gen, page_order="random"):
     dev = torch.device("cuda")
     blocks = math.ceil(l / PAGE)
     q = (torch.randn(batch, t, h, 576, generator=gen) / 10).to(dev, torch.bfloat16)
     kv = (torch.randn(batch * blocks, PAGE, 1, 576, generator=gen) / 10).to(dev, torch.bfloat16)
-    table = torch.randperm(batch * blocks, generator=gen).to(torch.int32).view(batch, blocks)
+    pages = (torch.randperm(batch * blocks, generator=gen) if page_order == "random"
+             else torch.arange(batch * blocks))
+    table = pages.to(torch.int32).view(batch, blocks)
     seqlens = torch.full((batch,), l, dtype=torch.int32)
     return q, kv, table.to(dev), seqlens.to(dev)
 
@@ -110,7 +113,7 @@ def reference(q, kv, table, l):
     return torch.stack(outs)
 
 
-def bench_case(flash_mla, name, iters, flush):
+def bench_case(flash_mla, name, iters, flush, page_order):
     h, t, l, batch = SUITE[name]
     gen = torch.Generator().manual_seed(1)
 
@@ -127,7 +130,7 @@ def bench_case(flash_mla, name, iters, flush):
         raise RuntimeError(f"{name}: FlashMLA's out is {rel:.2e} from the reference; not timed")
     del small
 
-    inputs = make_inputs(h, t, l, batch, gen)
+    inputs = make_inputs(h, t, l, batch, gen, page_order)
     meta = flash_mla.get_mla_metadata()[0]  # filled by the first call, reused (same shapes)
     for _ in range(5):
         flush.sum()
@@ -144,8 +147,8 @@ def bench_case(flash_mla, name, iters, flush):
     ms = statistics.median(times)
     bytes_ = batch * l * 576 * 2
     flops = batch * 2.0 * t * h * l * (576 + 512)
-    return {"case": name, "H": h, "T": t, "L": l, "batch": batch, "page": PAGE, "ms": ms,
-            "check_rel_fro": rel, "GBps": bytes_ / ms / 1e6, "TFLOPs": flops / ms / 1e9}
+    return {"case": name, "H": h, "T": t, "L": l, "batch": batch, "page": PAGE,
+            "page_order": page_order, "ms": ms, "check_rel_fro": rel, "GBps": bytes_ / ms / 1e6, "TFLOPs": flops / ms / 1e9}
 
 
 def main():
@@ -158,6 +161,10 @@ def main():
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--treeverify", default=None, help="a treeverify binary to run beside it")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--page-order", choices=["random", "sequential"], default="random",
+                    help="the block table: a random permutation of the pages (treeverify's "
+                         "suite) or pages in order (2026-12-01: V1 and D2 measured 28%% slower "
+                         "here than by hand on 2026-11-29; this tells one cause from another)")
     args = ap.parse_args()
     checkout = os.path.abspath(args.flashmla)
     if args.build:
@@ -168,10 +175,11 @@ def main():
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     flush = torch.empty(4 * l2 // 4, dtype=torch.float32, device="cuda").uniform_()
     print(f"FlashMLA ({checkout}) with torch {torch.__version__} on {torch.cuda.get_device_name()}; "
-          f"dense prefix, page {PAGE}, L2 emptied by reading {4 * l2 >> 20} MiB between calls")
+          f"dense prefix, page {PAGE} ({args.page_order} order), L2 emptied by reading "
+          f"{4 * l2 >> 20} MiB between calls")
     rows = []
     for name in args.cases.split(","):
-        r = bench_case(flash_mla, name, args.iters, flush)
+        r = bench_case(flash_mla, name, args.iters, flush, args.page_order)
         rows.append(r)
         print(f"flashmla {r['case']:3s} H={r['H']:<3d} T={r['T']:<4d} L={r['L']:<6d} "
               f"b={r['batch']:<2d} {r['ms']:9.4f} ms {r['GBps']:8.1f} GB/s "
