@@ -148,7 +148,8 @@ def bench_case(flash_mla, name, iters, flush, page_order):
     bytes_ = batch * l * 576 * 2
     flops = batch * 2.0 * t * h * l * (576 + 512)
     return {"case": name, "H": h, "T": t, "L": l, "batch": batch, "page": PAGE,
-            "page_order": page_order, "ms": ms, "check_rel_fro": rel, "GBps": bytes_ / ms / 1e6, "TFLOPs": flops / ms / 1e9}
+            "page_order": page_order, "ms": ms, "check_rel_fro": rel, "GBps": bytes_ / ms / 1e6,
+            "TFLOPs": flops / ms / 1e9}
 
 
 def main():

@@ -94,7 +94,7 @@ fi
 # The wgmma kernel under both tools, the device's own choice only: memcheck over a broad set,
 # racecheck over a small one (the broad set outran 280 s under racecheck on the H200).
 if want wgsan; then
-  small='GpuVerify.EveryVariant:GpuNonFinite.EveryVariantOnce:GpuE4M3.OutlierChannels'
+  small='GpuVerify.EveryVariant:GpuVerify.WgmmaTmaCopiesMatchCpAsync:GpuNonFinite.EveryVariantOnce:GpuE4M3.OutlierChannels'
   broad="$small:GpuVerify.TreeShapesAndSizes:GpuVerify.PageSizes:GpuVerify.Heads:GpuVerify.ChunkLengths:GpuVerify.RaggedBatch:GpuVerify.Fp16:GpuVerify.WgmmaPagesHeadsAndChunks:GpuE4M3.WgmmaPagesHeadsAndChunks:GpuE4M3.NanCodeReachesOnlyTheRowsThatSeeIt"
   for tool in ${TV_WGSAN_TOOLS:-memcheck racecheck}; do
     filter=$broad
@@ -165,7 +165,7 @@ if want wgmma; then
       timeout 60 $bin/treeverify check --backend cuda-mma --kv-format e4m3 $args
     done
     TREEVERIFY_TEST_OWN_TABLE_ONLY=1 timeout 200 $bin/treeverify_gpu_tests --gtest_brief=1 \
-      --gtest_filter='GpuVerify.EveryVariant:GpuVerify.Fp16:GpuVerify.Deterministic:GpuVerify.StepDataFollowsThePlan:GpuVerify.WgmmaPagesHeadsAndChunks:GpuE4M3.WgmmaPagesHeadsAndChunks:GpuE4M3.OutlierChannels:GpuE4M3.NanCodeReachesOnlyTheRowsThatSeeIt'
+      --gtest_filter='GpuVerify.EveryVariant:GpuVerify.Fp16:GpuVerify.Deterministic:GpuVerify.StepDataFollowsThePlan:GpuVerify.WgmmaPagesHeadsAndChunks:GpuVerify.WgmmaTmaCopiesMatchCpAsync:GpuE4M3.WgmmaPagesHeadsAndChunks:GpuE4M3.OutlierChannels:GpuE4M3.NanCodeReachesOnlyTheRowsThatSeeIt'
   } >"$out/wgmma_check.txt" 2>&1
   grep -E "^case|kernel|PASS|FAIL|ERROR|rror|^\[  (PASSED|FAILED)" "$out/wgmma_check.txt" | cut -c1-220
   cases=(V1 V2 V3 V4 D2 S1 S2 R1)
