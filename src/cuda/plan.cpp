@@ -336,9 +336,10 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   // 0.1906), 128 rows 4-7% slower (D2 0.1149 -> 0.1192, H 8 T 16 0.1144 -> 0.1197, four
   // 64-row requests 0.2368 -> 0.2523); 129-255 rows were not measured.
   // cuda/sm90/DESIGN_NOTES.md, version 13.
-  plan->state.tma = chosen_facts.wgmma && !e4m3 && problem.page_size >= 64 &&
-                    max_rows > 2 * cuda::sm90::WgmmaTile::kRows && !options.disable_tma &&
-                    cuda::sm90::kv_tensor_maps_available();
+  const bool tma_applies = chosen_facts.wgmma && !e4m3 && problem.page_size >= 64;
+  const bool tma_pays = max_rows > 2 * cuda::sm90::WgmmaTile::kRows;
+  plan->state.tma =
+      tma_applies && tma_pays && !options.disable_tma && cuda::sm90::kv_tensor_maps_available();
   plan->state.tile_tokens = chosen_facts.tokens;
   plan->state.rows_per_cta = chosen_facts.rows;
   plan->state.chunk_tokens = sched.chunk_tokens;
@@ -381,11 +382,10 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   const char* copies =
       f.bulk            ? " by bulk copies"
       : plan->state.tma ? " (whole tiles inside one page by TMA tensor copies)"
-      : !f.wgmma || e4m3 || problem.page_size < 64 ? ""
-      : max_rows <= 2 * cuda::sm90::WgmmaTile::kRows
-          ? " by cp.async (TMA copies need more than 128 rows in the largest request: "
-            "slower below)"
-          : " by cp.async (TMA copies disabled or unavailable)";
+      : !tma_applies    ? ""
+      : !tma_pays ? " by cp.async (TMA copies need more than 128 rows in the largest request: "
+                    "slower below)"
+                  : " by cp.async (TMA copies disabled or unavailable)";
   const std::string split = sched.partial_rows > 0
                                 ? fmt::format(", {} partial rows to combine", sched.partial_rows)
                                 : ", no request split";
