@@ -18,6 +18,8 @@
 #   sweep     S1-S4 at forced chunk lengths (--chunk-tokens): time and kernel durations, the
 #             data behind the split schedule's cost model
 #   e4m3      `treeverify bench --kv-format e4m3` of the suite (an e4m3 cache, exact mode)
+#   tma       the wgmma kernel's TMA copies against cp.async in one binary, twice, 16-bit and
+#             e4m3: V2-V4 with and without (--no-tma), D2 without and forced (--force-tma)
 #   fast      V1, V3, D1 and S3 under the sm_120 table (forced), an e4m3 cache in exact and in
 #             fast mode, and bf16: the same schedules; on an H200 fast mode's e4m3 products are
 #             emulated, so its times are those of the emulation, not of sm_120
@@ -241,6 +243,23 @@ fi
 if want e4m3; then
   timeout 200 $bin/treeverify bench --backend cuda-mma --kv-format e4m3 >"$out/bench_e4m3.txt" 2>&1
   grep -E "^gpu|^(V|D|R|S)[0-9]" "$out/bench_e4m3.txt"
+fi
+if want tma; then
+  # TMA against cp.async in one binary, twice: the cases where plan() takes TMA, with and
+  # without (--no-tma), and the 128-row ones where it does not, without and forced
+  # (--force-tma); 16-bit caches and e4m3 (exact mode).
+  for run in 1 2; do
+    for kv in "" "--kv-format e4m3"; do
+      for flags in "" "--no-tma" "--force-tma"; do
+        cases="V2 V3 V4"
+        [ "$flags" = "" ] && cases="V1 V2 V3 V4 D2"
+        [ "$flags" = "--force-tma" ] && cases="D2"
+        echo "== run $run ${kv:---kv-format 16-bit} ${flags:-(the plan decides)}"
+        timeout 150 $bin/treeverify bench --backend cuda-mma $kv $flags $cases 2>&1 |
+          tee -a "$out/bench_tma.txt" | grep -E "^(V|D)[0-9]|error|fail"
+      done
+    done
+  done
 fi
 if want fast; then
   for mode in "--kv-format e4m3 --precision fast" "--kv-format e4m3" ""; do

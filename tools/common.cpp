@@ -21,6 +21,10 @@ void add_case_flags(CLI::App* app, CaseFlags* f) {
   app->add_flag("--no-tma", f->no_tma,
                 "CUDA: the sm_90a wgmma kernel copies every KV tile with cp.async, not whole "
                 "tiles by TMA tensor copies (tuning)");
+  app->add_flag("--force-tma", f->force_tma,
+                "CUDA: the sm_90a wgmma kernel copies whole tiles by TMA tensor copies also for "
+                "requests of 128 rows or fewer (tuning)")
+      ->excludes("--no-tma");
   app->add_option("--chunk-tokens", f->chunk_tokens,
                   "CUDA: split the KV sequence into chunks of this many tokens instead of the "
                   "schedule's choice (tuning; bench takes several and runs each case with each)")

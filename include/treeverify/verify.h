@@ -127,9 +127,14 @@ struct PlanOptions {
   // tile table picks for the largest request), for tests and tuning.
   int force_rows_per_cta = 0;
   // CUDA, the sm_90a wgmma kernel: copy every KV tile with cp.async, never whole tiles by TMA
-  // tensor copies (which plan() takes for 16-bit pages of 64 rows or more and requests of
-  // more than 128 rows), for tests and tuning; the results are the same bit for bit.
+  // tensor copies (which plan() takes for pages of 64 rows or more: e4m3 caches always,
+  // 16-bit ones for requests of more than 128 rows), for tests and tuning; the results are
+  // the same bit for bit.
   bool disable_tma = false;
+  // ... or take TMA copies wherever they can run (pages of 64 rows or more), also for 16-bit
+  // requests of 128 rows or fewer, where they measured slower; for tuning. Not with
+  // disable_tma.
+  bool force_tma = false;
 };
 
 namespace detail {

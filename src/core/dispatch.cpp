@@ -63,6 +63,8 @@ Status plan(const VerifyProblem& problem, const PlanOptions& options, Plan* out)
              "fast needs an e4m3 KV cache (it rounds Q and P to e4m3 for FP8 products); this "
              "cache is {}",
              dtype_name(problem.dtype));
+  TV_REQUIRE(!(options.disable_tma && options.force_tma), "options.force_tma",
+             "cannot be set with options.disable_tma");
 
   Plan p;
   p.batch_size = problem.batch_size;

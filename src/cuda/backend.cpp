@@ -36,14 +36,15 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   TV_RETURN_IF_ERROR(require_device_pointer(t.kv_cache, "kv_cache"));
   TV_RETURN_IF_ERROR(require_device_pointer(t.out, "out"));
   TV_RETURN_IF_ERROR(require_device_pointer(t.lse, "lse"));
-  // The wgmma kernel copies whole tiles of a 16-bit cache in pages of 64 rows or more by TMA
-  // tensor copies where plan.cpp chose so (state.tma). The map names this layer's cache, so it
+  // The wgmma kernel copies whole tiles of pages of 64 rows or more by TMA tensor copies where
+  // plan.cpp chose so (state.tma). The map names this layer's cache, so it
   // is encoded for every run: a host call with no device work, which a graph capture records
   // as a kernel parameter like the cache's address.
   CUtensorMap kv_map{};
   TV_REQUIRE_CODE(StatusCode::kInternal,
                   !plan.state.tma || cuda::sm90::encode_kv_tensor_map(
-                                         &kv_map, t.kv_cache, plan.num_pages, plan.page_size),
+                                         &kv_map, t.kv_cache, plan.num_pages, plan.page_size,
+                                         plan.kv_format == KvFormat::kE4M3),
                   "kv_cache",
                   "the driver refused a TMA tensor map of it ({} pages of {} rows at {}); "
                   "PlanOptions::disable_tma copies every tile with cp.async",

@@ -327,17 +327,22 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   plan->state.config_arch = config_arch;
   plan->state.variant = static_cast<int32_t>(chosen);
   plan->state.wgmma = chosen_facts.wgmma;
-  // Its producer copies a whole 64-token tile inside one page by 9 TMA tensor copies (one
-  // thread, no proxy fence) where the cache is 16-bit, pages hold 64 rows or more and more
-  // than two row blocks share each tile of the largest request (a ragged batch follows its
-  // largest request); partial and page-straddling tiles keep cp.async. H200, 2026-12-01,
-  // L = 185000, page 64, TMA against cp.async in one binary: 256 rows or more 4-10% faster
-  // (V2 0.3743 -> 0.3556 ms, V3 1.017 -> 0.965, V4 2.91 -> 2.62-2.68, H 128 T 2 0.1979 ->
-  // 0.1906), 128 rows 4-7% slower (D2 0.1149 -> 0.1192, H 8 T 16 0.1144 -> 0.1197, four
-  // 64-row requests 0.2368 -> 0.2523); 129-255 rows were not measured.
-  // cuda/sm90/DESIGN_NOTES.md, version 13.
-  const bool tma_applies = chosen_facts.wgmma && !e4m3 && problem.page_size >= 64;
-  const bool tma_pays = max_rows > 2 * cuda::sm90::WgmmaTile::kRows;
+  // Its producer copies a whole 64-token tile inside one page by TMA tensor copies from one
+  // thread (16-bit: 9 copies and no proxy fence; e4m3: 5 copies, which the producer then
+  // widens) where pages hold 64 rows or more; for a 16-bit cache only where more than two row
+  // blocks share each tile of the largest request (a ragged batch follows its largest
+  // request; PlanOptions::force_tma drops that rule). Partial and page-straddling tiles keep
+  // cp.async. H200, L = 185000, page 64, TMA against cp.async in one binary:
+  // - 16-bit (2026-12-01): 256 rows or more 4-10% faster (V2 0.3743 -> 0.3556 ms, V3 1.017 ->
+  //   0.965, V4 2.91 -> 2.62-2.68, H 128 T 2 0.1979 -> 0.1906), 128 rows 4-7% slower (D2
+  //   0.1149 -> 0.1192, H 8 T 16 0.1144 -> 0.1197, four 64-row requests 0.2368 -> 0.2523);
+  //   129-255 rows were not measured;
+  // - e4m3 (2026-12-02): faster at every row count measured (V2 0.5663-0.5674 -> 0.5476-0.5478,
+  //   V3 1.544-1.550 -> 1.5005-1.5007, V4 4.27-4.28 -> 4.15-4.19, D2 0.1545 -> 0.1520).
+  // cuda/sm90/DESIGN_NOTES.md, versions 13 and 14.
+  const bool tma_applies = chosen_facts.wgmma && problem.page_size >= 64;
+  const bool tma_by_rule = e4m3 || max_rows > 2 * cuda::sm90::WgmmaTile::kRows;
+  const bool tma_pays = tma_by_rule || options.force_tma;
   plan->state.tma =
       tma_applies && tma_pays && !options.disable_tma && cuda::sm90::kv_tensor_maps_available();
   plan->state.tile_tokens = chosen_facts.tokens;
@@ -380,12 +385,14 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                                            : "requests have more than 32 rows";
   // How the KV tiles reach shared memory, where it is not the variant's plain cp.async.
   const char* copies =
-      f.bulk            ? " by bulk copies"
-      : plan->state.tma ? " (whole tiles inside one page by TMA tensor copies)"
-      : !tma_applies    ? ""
-      : !tma_pays ? " by cp.async (TMA copies need more than 128 rows in the largest request: "
-                    "slower below)"
-                  : " by cp.async (TMA copies disabled or unavailable)";
+      f.bulk ? " by bulk copies"
+      : plan->state.tma
+          ? (tma_by_rule ? " (whole tiles inside one page by TMA tensor copies)"
+                         : " (whole tiles inside one page by TMA tensor copies: forced)")
+      : !tma_applies ? ""
+      : !tma_pays    ? " by cp.async (TMA copies of a 16-bit cache need more than 128 rows in the "
+                       "largest request: slower below)"
+                     : " by cp.async (TMA copies disabled or unavailable)";
   const std::string split = sched.partial_rows > 0
                                 ? fmt::format(", {} partial rows to combine", sched.partial_rows)
                                 : ", no request split";

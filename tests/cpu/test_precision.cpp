@@ -69,6 +69,21 @@ TEST(Precision, FastWithA16BitCacheIsAnArgumentError) {
   }
 }
 
+// force_tma and disable_tma ask opposite things: plan() refuses the pair on every backend.
+TEST(Precision, ForceAndDisableTmaTogetherIsAnArgumentError) {
+  for (Backend b : {Backend::kAuto, Backend::kCpuReference, Backend::kCpuFast}) {
+    PlanOptions o;
+    o.backend = b;
+    o.force_tma = o.disable_tma = true;
+    Plan p;
+    const Status s = treeverify::plan(small_case(KvFormat::kSameAsQ).problem(), o, &p);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << treeverify::backend_name(b);
+    EXPECT_NE(s.message().find("options.force_tma"), std::string::npos) << s.message();
+    o.disable_tma = false;
+    EXPECT_TRUE(treeverify::plan(small_case(KvFormat::kSameAsQ).problem(), o, &p).ok());
+  }
+}
+
 // cpu-fast has no FP8 products: fast asked, exact computed, and the reason says so. The
 // oracle takes the precision asked when round_p is on (it rounds by it), exact otherwise.
 TEST(Precision, CpuBackendsPlanTheirPrecision) {

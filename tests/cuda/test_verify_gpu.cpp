@@ -144,24 +144,21 @@ TEST(GpuVerify, WgmmaTmaCopiesMatchCpAsync) {
   TV_SKIP_WITHOUT_GPU();
   const int pages[] = {64, 128, 128, 64};
   const int chunks[] = {0, 96, 2048, 160};
-  for (int i = 0; i < 4; ++i) {
-    PlanOptions o;
-    o.force_rows_per_cta = 64;  // the wgmma kernel on sm_90a code, whatever the cost model says
-    o.force_chunk_tokens = chunks[i];
-    const CaseSpec s =
-        spec(fmt::format("TMA, page {} chunk {}", pages[i], chunks[i]), 8, {37, 5, 64},
-             {5000, 700, 63}, pages[i], TreeShape::kRandom, i % 2 ? DType::kFP16 : DType::kBF16);
+  // TMA and cp.async give the same bits, and the oracle's result: 16-bit and e4m3 caches,
+  // pages of 64 and 128 rows, partial and page-straddling tiles (cp.async in a TMA kernel).
+  auto compare = [](const CaseSpec& s, const PlanOptions& o) {
     SCOPED_TRACE(fmt::format("{} seed {}", s.name, s.seed));
     const HostCase host = make_case(s);
     PlanOptions off = o;
     off.disable_tma = true;
+    off.force_tma = false;
     const GpuResult tma = run_on_gpu(host, o), copies = run_on_gpu(host, off);
     EXPECT_FALSE(copies.plan.state.tma);
     // No sm_90a code on this device, or a runtime without tensor maps (CUDA < 12.5): nothing
     // copies by TMA.
     if (!tma.plan.state.wgmma || !cuda::sm90::kv_tensor_maps_available()) {
       EXPECT_FALSE(tma.plan.state.tma) << tma.plan.kernel;
-      continue;
+      return;
     }
     EXPECT_TRUE(tma.plan.state.tma) << tma.plan.kernel << ": " << tma.plan.reason;
     ASSERT_EQ(tma.out.size(), host.out_elems());
@@ -170,12 +167,27 @@ TEST(GpuVerify, WgmmaTmaCopiesMatchCpAsync) {
                 std::memcmp(tma.lse.data(), copies.lse.data(), tma.lse.size() * sizeof(float)) == 0)
         << "lse differs between TMA and cp.async copies";
     expect_close_to_oracle(host, s.name, tma);
+  };
+  for (int i = 0; i < 4; ++i) {
+    PlanOptions o;
+    o.force_rows_per_cta = 64;  // the wgmma kernel on sm_90a code, whatever the cost model says
+    o.force_chunk_tokens = chunks[i];
+    const CaseSpec s =
+        spec(fmt::format("TMA, page {} chunk {}", pages[i], chunks[i]), 8, {37, 5, 64},
+             {5000, 700, 63}, pages[i], TreeShape::kRandom, i % 2 ? DType::kFP16 : DType::kBF16);
+    compare(s, o);
+    compare(with_e4m3_cache(s, s.name + " e4m3"), o);
   }
-  // 128 rows (two row blocks): cp.async, where TMA copies measured slower.
+  // 128 rows (two row blocks) of a 16-bit cache: cp.async, where TMA copies measured slower,
+  // unless forced; of an e4m3 cache: TMA.
   PlanOptions o;
   o.force_rows_per_cta = 64;
-  const GpuResult few = run_on_gpu(make_case(spec("128 rows", 8, {16}, {3000}, 64)), o);
-  EXPECT_FALSE(few.plan.state.tma) << few.plan.kernel << ": " << few.plan.reason;
+  const CaseSpec few = spec("128 rows", 8, {16}, {3000}, 64);
+  const GpuResult plain = run_on_gpu(make_case(few), o);
+  EXPECT_FALSE(plain.plan.state.tma) << plain.plan.kernel << ": " << plain.plan.reason;
+  compare(with_e4m3_cache(few, "128 rows e4m3"), o);
+  o.force_tma = true;
+  compare(few, o);
 }
 
 TEST(GpuVerify, RaggedBatch) {

@@ -29,18 +29,22 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
 
 bool kv_tensor_maps_available() { return encode_function() != nullptr; }
 
-bool encode_kv_tensor_map(CUtensorMap* map, const void* kv, int64_t num_pages, int page_size) {
+bool encode_kv_tensor_map(CUtensorMap* map, const void* kv, int64_t num_pages, int page_size,
+                          bool e4m3) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_function();
   if (encode == nullptr || page_size < 64 || num_pages <= 0) return false;
-  constexpr cuuint64_t kRowBytes = kQKDim * 2;
+  const cuuint64_t row_bytes = e4m3 ? kQKDim : kQKDim * 2;
   const cuuint64_t dims[3] = {kQKDim, static_cast<cuuint64_t>(page_size),
                               static_cast<cuuint64_t>(num_pages)};
-  const cuuint64_t strides[2] = {kRowBytes, kRowBytes * static_cast<cuuint64_t>(page_size)};
-  const cuuint32_t box[3] = {64, 64, 1};  // one 64-value block of a 64-token tile
+  const cuuint64_t strides[2] = {row_bytes, row_bytes * static_cast<cuuint64_t>(page_size)};
+  // 16-bit: one 64-value block of a 64-token tile; e4m3: 128 codes of each of its rows.
+  const cuuint32_t box[3] = {e4m3 ? 128u : 64u, 64, 1};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   CUtensorMap m;
-  if (encode(&m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void*>(kv), dims, strides, box,
-             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+  if (encode(&m, e4m3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16, 3,
+             const_cast<void*>(kv), dims, strides, box, element_strides,
+             CU_TENSOR_MAP_INTERLEAVE_NONE,
+             e4m3 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
     return false;
   *map = m;

@@ -19,8 +19,7 @@ inline constexpr bool kWgmmaBuilt = TREEVERIFY_CUDA_SM90A != 0;
 
 // Raises the dynamic shared-memory limit once per device, then launches the kernel (grid: x row
 // blocks of WgmmaTile::kRows, y chunks, z requests, as the portable kernel's). kv_map: the
-// cache's tensor map (kv_tensor_map.h) for TMA copies of whole tiles, or null (cp.async only;
-// always for an e4m3 cache).
+// cache's tensor map (kv_tensor_map.h) for TMA copies of whole tiles, or null (cp.async only).
 cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid,
                                 cudaStream_t stream, DType dtype, bool e4m3,
                                 const CUtensorMap* kv_map);

@@ -93,61 +93,73 @@ __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, floa
   if (q == 0) s_scale[r] = __uint_as_float(static_cast<uint32_t>(127 - s) << 23) * kv_scale;
 }
 
-// An e4m3 tile's codes, staged by produce() in half of each row's 128-byte blocks (units 0-3
-// for even rows, 4-7 for odd ones: the 4 rows a warp reads at once then fall on 2 bank groups
-// each, 2 wavefronts for 256 bytes, against 4 with every row in units 4-7), widened in place
-// into fp16 (exact: every e4m3 value is an fp16 value; the cache's scale goes to the scores
-// and the output instead): the producer thread of rows r0 + kRowStep i widens unit
-// threadIdx % 8 of each of their blocks, rows it and the 7 lanes beside it copied. A block's 8
-// threads read its 64 codes before any of them writes (a __syncwarp between).
-__device__ __forceinline__ int e4m3_stage_unit(int r) { return 4 * (r % 2); }
+// An e4m3 tile's codes as produce() stages them, by TMA or cp.async: block 2 j of the stage
+// holds codes 128 j .. 128 j + 127 of each row r in its 128 bytes of row r, unswizzled (block
+// 8: codes 512-575, then 64 bytes of zeros or nothing), blocks 2 j + 1 nothing. Widened in
+// place into fp16 in wgmma's layout (exact: every e4m3 value is an fp16 value; the cache's
+// scale goes to the scores and the output instead). Producer thread pt widens 16 codes (unit
+// pt % 8 of those 128 bytes) of rows pt / 8 + kRowStep i, the unit it copied with cp.async:
+// the 8 lanes of a row read its codes before any of them writes (a __syncwarp between), and
+// no row's codes lie in another row's bytes, so no other barrier is needed. A warp's read
+// takes 4 whole rows (4 wavefronts for 512 bytes), and so do its writes.
 template <int kRowsEach, int kRowStep>
 __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int r0) {
   const int u = static_cast<int>(threadIdx.x) % 8;
-  __syncwarp();  // the lanes' copies of the warp's rows, landed for each, seen by all
+  __syncwarp();  // cp.async: the lanes' copies of the warp's rows, landed for each, seen by all
+#pragma unroll 1
+  for (int j = 0; j < (kQKDim + 127) / 128; ++j) {
+    const int kb = 2 * j + u / 4;  // the block codes 16 u .. 16 u + 15 belong to
 #pragma unroll
-  for (int i = 0; i < kRowsEach; ++i) {
-    const int r = r0 + kRowStep * i;
-#pragma unroll
-    for (int kb = 0; kb < kQKDim / 64; ++kb) {
-      uint32_t x0, x1;  // codes 8 u .. 8 u + 7 of the block
-      asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n"
-                   : "=r"(x0), "=r"(x1)
-                   : "r"(stage + tile_offset(r, kb, e4m3_stage_unit(r) + u / 2) + (u % 2) * 8)
+    for (int i = 0; i < kRowsEach; ++i) {
+      const int r = r0 + kRowStep * i;
+      uint32_t x[4];
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                   : "r"(stage + 2 * j * Tile::kBlockBytes + r * 128 + u * 16)
                    : "memory");
       __syncwarp();
-      uint32_t o[4];
-      mma::e4m3x4_to_f16x2x2(x0, o[0], o[1]);
-      mma::e4m3x4_to_f16x2x2(x1, o[2], o[3]);
-      asm volatile(
-          "st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(stage + tile_offset(r, kb, u)),
-          "r"(o[0]), "r"(o[1]), "r"(o[2]), "r"(o[3])
-          : "memory");
+      if (kb < kQKDim / 64) {  // not the bytes past block 8
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          uint32_t o[4];
+          mma::e4m3x4_to_f16x2x2(x[2 * h], o[0], o[1]);
+          mma::e4m3x4_to_f16x2x2(x[2 * h + 1], o[2], o[3]);
+          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                           stage + tile_offset(r, kb, 2 * (u % 4) + h)),
+                       "r"(o[0]), "r"(o[1]), "r"(o[2]), "r"(o[3])
+                       : "memory");
+        }
+      }
     }
   }
 }
 
 // The producer warpgroup: every tile of the chunk into stage tile % 2 once the consumers have
-// released it, then each lane's arrival on the stage's full mbarrier: for a 16-bit cache made
-// when that lane's copies have landed (cp.async.mbarrier.arrive); for an e4m3 one after the
-// lane has waited for them and widened its part of the tile (widen_e4m3_rows). Producer thread
-// t copies unit t % 8 of every block of rows t / 8 + 16 i (i < 4): 128 contiguous bytes of a
-// row for 8 threads, 4 whole rows for a warp's instruction; rows past the chunk are zero
-// filled, so masked probabilities multiply finite values. The page-table entries of tile t + 1
-// are read while tile t's copies go out. (One warp issuing every copy took about 4 us a tile
-// on the H200; the warpgroup shares them. Splitting it into two halves that take alternate
-// e4m3 tiles, so that one widens while the other's copies fly, was slower: V1 0.222 ms
-// against 0.198, H200 2026-12-01; the widening's shared-memory traffic is what limits it.)
-// kTma (a 16-bit cache of pages of 64 rows or more; `kv_map` from kv_tensor_map.h): a whole
-// tile within one page goes by TMA instead: producer thread 0 announces its 73728 bytes and issues
-// the 9 tensor copies of its 64-value blocks (each lands in the block's 128-byte swizzle), and
-// the other producer threads arrive without copying. A chunk's partial last tile, and tiles
-// that straddle two pages (forced chunk lengths of an odd number of 32-token tiles), keep
-// cp.async: their rows past the chunk must be zero, not whatever the page holds.
+// released it, then each producer thread's arrival on the stage's full mbarrier.
+// - 16-bit, cp.async: thread pt copies unit pt % 8 of every block of rows pt / 8 + 16 i
+//   (i < 4): 128 contiguous bytes of a row for 8 threads, 4 whole rows for a warp's
+//   instruction; its arrival is made when its copies have landed
+//   (cp.async.mbarrier.arrive). Rows past the chunk are zero filled, so masked
+//   probabilities multiply finite values.
+// - e4m3: the codes are staged as widen_e4m3_rows reads them (by cp.async: 16 codes a
+//   thread, the same rows and units), each thread waits for them, widens its part and
+//   arrives.
+// - kTma (pages of 64 rows or more; `kv_map` from kv_tensor_map.h): a whole tile within one
+//   page goes by TMA instead. 16-bit: producer thread 0 announces the tile's 73728 bytes on
+//   the full barrier and issues the 9 tensor copies of its 64-value blocks (each lands in the
+//   block's 128-byte swizzle), and the other producer threads arrive without copying. e4m3:
+//   thread 0 issues 5 copies of 128 codes x 64 rows on the stage's "codes landed" barrier,
+//   where every producer thread waits before widening. A chunk's partial last tile, and
+//   tiles that straddle two pages (forced chunk lengths of an odd number of 32-token tiles),
+//   keep cp.async: their rows past the chunk must be zero, not whatever the page holds.
+// The page-table entries of tile t + 1 are read while tile t's copies go out. (One warp
+// issuing every copy took about 4 us a tile on the H200; the warpgroup shares them. Splitting
+// it into two halves that take alternate e4m3 tiles, so that one widens while the other's
+// copies fly, was slower: V1 0.222 ms against 0.198, H200 2026-12-01; the widening's
+// shared-memory traffic is what limits it.)
 template <bool kE4M3, bool kTma>
 __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
                                         uint32_t s_base, const CUtensorMap* kv_map) {
-  static_assert(!(kE4M3 && kTma), "e4m3 codes are widened where they land: cp.async only");
   constexpr int kProducers = Tile::kThreads - Tile::kConsumerThreads;
   constexpr int kRowStep = kProducers / 8;                // 16
   constexpr int kRowsEach = Tile::kTokens / kRowStep;     // 4
@@ -165,6 +177,7 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
   };
   int32_t next[kRowsEach];
   page_ids(0, next);
+  uint32_t landed_phase = 0;  // e4m3 with kTma: bit s, the parity of stage s's next landing
   for (int tile = 0; tile < n_tiles; ++tile) {
     int32_t ids[kRowsEach];
 #pragma unroll
@@ -174,59 +187,74 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
     if (tile >= Tile::kStages)  // the consumers are done with the tile kStages before
       mbar_wait(s_base + Tile::kEmptyOffset + 8 * s, (tile / Tile::kStages - 1) & 1);
     const uint32_t stage = s_base + s * Tile::kStageBytes;
-    if constexpr (kTma) {
-      const int first = w.tok_begin + tile * Tile::kTokens, last = first + Tile::kTokens - 1;
-      if (last < w.tok_end && (first >> p.page_shift) == (last >> p.page_shift)) {
-        const uint32_t full = s_base + Tile::kFullOffset + 8 * s;
-        if (pt == 0) {  // ids[0]: the page of row 0, the tile's page
+    const uint32_t full = s_base + Tile::kFullOffset + 8 * s;
+    bool whole = false;  // a whole tile inside one page, for TMA
+    const int first = w.tok_begin + tile * Tile::kTokens, last = first + Tile::kTokens - 1;
+    if constexpr (kTma)
+      whole = last < w.tok_end && (first >> p.page_shift) == (last >> p.page_shift);
+    const int row = first & ((1 << p.page_shift) - 1);  // with whole: ids[0] is the tile's page
+    if constexpr (kTma && !kE4M3) {
+      if (whole) {
+        if (pt == 0) {
           mbar_arrive_expect_tx(full, Tile::kStageBytes);
 #pragma unroll
           for (int kb = 0; kb < kQKDim / 64; ++kb)
-            tma_load_3d(stage + kb * Tile::kBlockBytes, kv_map, 64 * kb,
-                        first & ((1 << p.page_shift) - 1), ids[0], full);
+            tma_load_3d(stage + kb * Tile::kBlockBytes, kv_map, 64 * kb, row, ids[0], full);
         } else {
           mbar_arrive(full);
         }
         continue;
       }
     }
+    if (kE4M3 && whole) {
+      constexpr int kBoxes = (kQKDim + 127) / 128;
+      const uint32_t landed = s_base + Tile::kLandedOffset + 8 * s;
+      if (pt == 0) {
+        mbar_arrive_expect_tx(landed, kBoxes * 128 * Tile::kTokens);  // the zeros included
 #pragma unroll
-    for (int i = 0; i < kRowsEach; ++i) {
-      const int r = r0 + kRowStep * i;
-      const int t = w.tok_begin + tile * Tile::kTokens + r;
-      // A zero fill reads nothing, so its source offsets need no guard.
-      const char* src = static_cast<const char*>(p.kv) + u * 16;
-      int bytes = 0;
-      if (t < w.tok_end) {
-        const int64_t row =
-            (static_cast<int64_t>(ids[i]) << p.page_shift) + (t & ((1 << p.page_shift) - 1));
-        src += row * kRowBytes;
-        bytes = 16;
+        for (int j = 0; j < kBoxes; ++j)
+          tma_load_3d(stage + 2 * j * Tile::kBlockBytes, kv_map, 128 * j, row, ids[0], landed);
+      }
+      mbar_wait(landed, (landed_phase >> s) & 1);
+      landed_phase ^= 1u << s;
+    } else {
+#pragma unroll
+      for (int i = 0; i < kRowsEach; ++i) {
+        const int r = r0 + kRowStep * i;
+        const int t = first + r;
+        // A zero fill reads nothing, so its source offsets need no guard.
+        const char* src = static_cast<const char*>(p.kv) + u * 16;
+        int bytes = 0;
+        if (t < w.tok_end) {
+          const int64_t kv_row =
+              (static_cast<int64_t>(ids[i]) << p.page_shift) + (t & ((1 << p.page_shift) - 1));
+          src += kv_row * kRowBytes;
+          bytes = 16;
+        }
+        if constexpr (kE4M3) {
+          // Codes 128 j + 16 u .. + 15 of the row to unit u of its 128 bytes in block 2 j.
+#pragma unroll
+          for (int j = 0; j < (kQKDim + 127) / 128; ++j)
+            if (128 * j + 16 * u < kQKDim)
+              cp_async_16(stage + 2 * j * Tile::kBlockBytes + r * 128 + u * 16, src + 128 * j,
+                          bytes);
+        } else {
+#pragma unroll
+          for (int kb = 0; kb < kQKDim / 64; ++kb)
+            cp_async_16(stage + tile_offset(r, kb, u), src + kb * 128, bytes);
+        }
       }
       if constexpr (kE4M3) {
-        // The row's 36 pieces of 16 codes: piece m = u + 8 j (codes 16 m .. 16 m + 15, 16 (m %
-        // 4) on in block m / 4) to unit e4m3_stage_unit(r) + m % 4 of that block's 128 bytes.
-#pragma unroll
-        for (int j = 0; j < (kQKDim / 16 + 7) / 8; ++j) {
-          const int m = u + 8 * j;
-          if (m < kQKDim / 16)
-            cp_async_16(stage + tile_offset(r, m / 4, e4m3_stage_unit(r) + m % 4), src + 128 * j,
-                        bytes);
-        }
-      } else {
-#pragma unroll
-        for (int kb = 0; kb < kQKDim / 64; ++kb)
-          cp_async_16(stage + tile_offset(r, kb, u), src + kb * 128, bytes);
+        cp_async_commit();
+        cp_async_wait<0>();  // this thread's codes have landed
       }
     }
     if constexpr (kE4M3) {
-      cp_async_commit();
-      cp_async_wait<0>();  // this thread's codes have landed
       widen_e4m3_rows<kRowsEach, kRowStep>(stage, r0);
       fence_proxy_async();  // the fp16 tile, for wgmma's reads
-      mbar_arrive(s_base + Tile::kFullOffset + 8 * s);
+      mbar_arrive(full);
     } else {
-      cp_async_mbar_arrive(s_base + Tile::kFullOffset + 8 * s);
+      cp_async_mbar_arrive(full);
     }
   }
 }

@@ -51,7 +51,10 @@ struct WgmmaTile {
   // "P ready" mbarriers, one a consumer warpgroup: its 128 threads arrive once they have
   // stored the P and row maxima of a tile it scored.
   static constexpr int kPReadyOffset = kEmptyOffset + kStages * 8;
-  static constexpr int kSmemBytes = kPReadyOffset + kWarpgroups * 8;
+  // "Codes landed" mbarriers, one a stage: an e4m3 tile's TMA copies have landed and the
+  // producer may widen them (operands.cuh).
+  static constexpr int kLandedOffset = kPReadyOffset + kWarpgroups * 8;
+  static constexpr int kSmemBytes = kLandedOffset + kStages * 8;
   static_assert(kSmemBytes <= 227 * 1024, "must fit a block of sm_90");
   static_assert(kFullOffset % 8 == 0, "mbarriers are 8-byte aligned");
 };

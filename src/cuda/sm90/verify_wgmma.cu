@@ -1,6 +1,6 @@
-// The wgmma verify kernel's launches (launcher.h): its six instances (bf16 or fp16 queries; a
-// 16-bit cache copied by cp.async or by TMA, or an e4m3 one in exact mode), chosen here once for
-// every caller.
+// The wgmma verify kernel's launches (launcher.h): its eight instances (bf16 or fp16 queries; a
+// 16-bit cache or an e4m3 one in exact mode; tiles copied by cp.async or by TMA), chosen here
+// once for every caller.
 #include <type_traits>
 
 #include "cuda/common/smem_limit.cuh"
@@ -15,12 +15,11 @@ template <typename T, bool kE4M3, bool kTma>
 using Kernel = std::integral_constant<decltype(&verify_wgmma_kernel<T, kE4M3, kTma>),
                                       &verify_wgmma_kernel<T, kE4M3, kTma>>;
 
-// f(Kernel) for the instance of `dtype`, `e4m3` and `tma` (never both).
+// f(Kernel) for the instance of `dtype`, `e4m3` and `tma`.
 template <typename T, typename F>
 auto with_kernel_of(bool e4m3, bool tma, F f) {
-  return e4m3  ? f(Kernel<T, true, false>{})
-         : tma ? f(Kernel<T, false, true>{})
-               : f(Kernel<T, false, false>{});
+  if (e4m3) return tma ? f(Kernel<T, true, true>{}) : f(Kernel<T, true, false>{});
+  return tma ? f(Kernel<T, false, true>{}) : f(Kernel<T, false, false>{});
 }
 template <typename F>
 auto with_kernel(DType dtype, bool e4m3, bool tma, F f) {
@@ -38,7 +37,7 @@ cudaError_t raise_smem_limit(K) {
 cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid,
                                 cudaStream_t stream, DType dtype, bool e4m3,
                                 const CUtensorMap* kv_map) {
-  const bool tma = kv_map != nullptr && !e4m3;
+  const bool tma = kv_map != nullptr;
   const CUtensorMap map = tma ? *kv_map : CUtensorMap{};
   return with_kernel(dtype, e4m3, tma, [&](auto kernel) {
     if (cudaError_t err = raise_smem_limit(kernel); err != cudaSuccess) return err;

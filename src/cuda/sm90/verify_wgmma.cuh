@@ -395,6 +395,8 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
     }
     for (int g = 0; g < Tile::kWarpgroups; ++g)
       mbar_init(s_base + Tile::kPReadyOffset + 8 * g, Tile::kConsumerThreads / Tile::kWarpgroups);
+    if constexpr (kE4M3 && kTma)
+      for (int s = 0; s < Tile::kStages; ++s) mbar_init(s_base + Tile::kLandedOffset + 8 * s, 1);
     mbar_init_fence();
   }
   __syncthreads();  // the mbarriers; the last barrier the producer warpgroup joins
