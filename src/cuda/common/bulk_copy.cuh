@@ -40,14 +40,6 @@ __device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
 #endif
 }
 
-// Asks L2 to fetch `bytes` (a multiple of 16) from `src` (16-byte aligned), without waiting and
-// without copying anywhere: a later copy of them then waits on L2, not on DRAM.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-#if TV_HAS_BULK_COPY
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-#endif
-}
-
 // The phase's one arrival, announcing `bytes` of copies that will complete on it.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
 #if TV_HAS_BULK_COPY

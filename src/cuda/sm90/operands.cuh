@@ -175,23 +175,6 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
                    : 0;
     }
   };
-  // The next tile's rows into L2 once this one's copies are out and its arrival made (the
-  // entries of the first tiles are still loading then, and waiting for them must not hold
-  // the arrival back): its copies, a tile from now, then wait on L2, not DRAM. Thread pt
-  // prefetches row r0 + kRowStep (pt % 8) when pt % 8 < kRowsEach.
-  auto prefetch_rows = [&](int tile, const int32_t(&ids)[kRowsEach]) {
-    if (tile >= n_tiles) return;
-#pragma unroll
-    for (int i = 0; i < kRowsEach; ++i) {
-      const int t = w.tok_begin + tile * Tile::kTokens + r0 + kRowStep * i;
-      if (u == i && t < w.tok_end)
-        bulk_prefetch_l2(static_cast<const char*>(p.kv) +
-                             ((static_cast<int64_t>(ids[i]) << p.page_shift) +
-                              (t & ((1 << p.page_shift) - 1))) *
-                                 kRowBytes,
-                         kRowBytes);
-    }
-  };
   int32_t next[kRowsEach];
   page_ids(0, next);
   uint32_t landed_phase = 0;  // e4m3 with kTma: bit s, the parity of stage s's next landing
@@ -220,7 +203,6 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
         } else {
           mbar_arrive(full);
         }
-        prefetch_rows(tile + 1, next);
         continue;
       }
     }
@@ -233,7 +215,6 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
         for (int j = 0; j < kBoxes; ++j)
           tma_load_3d(stage + 2 * j * Tile::kBlockBytes, kv_map, 128 * j, row, ids[0], landed);
       }
-      prefetch_rows(tile + 1, next);
       mbar_wait(landed, (landed_phase >> s) & 1);
       landed_phase ^= 1u << s;
     } else {
@@ -275,7 +256,6 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
     } else {
       cp_async_mbar_arrive(full);
     }
-    if (!(kE4M3 && whole)) prefetch_rows(tile + 1, next);  // after the arrival: see above
   }
 }
 
