@@ -134,18 +134,18 @@ TEST(GpuVerify, WgmmaPagesHeadsAndChunks) {
   check_64_row_pages_heads_and_chunks(/*e4m3=*/false);
 }
 
-// The wgmma kernel's producer copies whole tiles of a 16-bit cache inside one page of 64 rows or
-// more by TMA tensor copies (plan.cpp: state.tma), and every other tile, or every tile with
-// PlanOptions::disable_tma, by cp.async. Both land the same bytes in the same swizzle, so the
-// two runs agree bit for bit, and the TMA run matches the oracle. Pages of 64 and 128
-// rows, partial last tiles, tiles straddling two pages (chunks of 96 and 160 tokens), a
-// request of 127 keys (a whole tile and a partial one), both dtypes.
+// The wgmma kernel's producer copies whole tiles inside one page of 64 rows or more by TMA
+// tensor copies (plan.cpp: state.tma), and every other tile, or every tile with
+// PlanOptions::disable_tma, by cp.async. A 16-bit tile lands the same bytes in the same
+// swizzle either way; an e4m3 tile's codes land in one staging layout either way and are
+// widened by the same code. So the two runs agree bit for bit, and the TMA run matches the
+// oracle. Pages of 64 and 128 rows, partial last tiles, tiles straddling two pages (chunks of
+// 96 and 160 tokens: with pages of 128, every other tile of a chunk), a request of 127 keys (a
+// whole tile and a partial one), both dtypes.
 TEST(GpuVerify, WgmmaTmaCopiesMatchCpAsync) {
   TV_SKIP_WITHOUT_GPU();
   const int pages[] = {64, 128, 128, 64};
   const int chunks[] = {0, 96, 2048, 160};
-  // TMA and cp.async give the same bits, and the oracle's result: 16-bit and e4m3 caches,
-  // pages of 64 and 128 rows, partial and page-straddling tiles (cp.async in a TMA kernel).
   auto compare = [](const CaseSpec& s, const PlanOptions& o) {
     SCOPED_TRACE(fmt::format("{} seed {}", s.name, s.seed));
     const HostCase host = make_case(s);
