@@ -100,13 +100,19 @@ VariantFacts variant_facts_on(const DeviceInfo& device, VariantId v, DType dtype
 // 39 ns, a 16-row one 60 ns (its 2-stage pipe waits on memory); a CTA's fixed cost is 12 us
 // at 64 rows and 9.5 us below; the combine about 3 us beyond its reads. Other devices and
 // tables use the same figures: they steer the choice, never the result.
-SplitCosts split_costs(const VariantFacts& facts, const DeviceInfo& device, int token_bytes) {
+SplitCosts split_costs(const VariantFacts& facts, const DeviceInfo& device, bool e4m3,
+                       int token_bytes) {
   SplitCosts c;
   // The wgmma kernel (64 rows, 64-token tiles): 37 ns a token (V4 on the H200, 2026-12-01,
-  // bench/results/h200-2026-12-01-wgmma: 3.22-3.26 ms, 2.3 us a tile of each CTA); its fixed
-  // cost a CTA is not measured apart: the portable 64-row figure.
+  // bench/results/h200-2026-12-01-wgmma: 3.22-3.26 ms, 2.3 us a tile of each CTA). Its fixed
+  // cost a CTA is not measured apart; on a 16-bit cache it is priced as the small portable
+  // variants' 9.5 us: with the portable 64-row figure, 12 us, the model gave S1 (128 rows, L
+  // 4112) the portable r32-s4 (21.1 us against 23.3 modelled), which measured slower than
+  // this kernel on the same grid (0.0194-0.0195 ms against 0.0184-0.0185, H200, 2026-12-02,
+  // two runs each: bench/results/h200-2026-12-02-small/); no other suite case changes its
+  // grid. An e4m3 cache keeps 12 us (its first tile is copied, then widened; not measured).
   c.token_ns = facts.wgmma ? 37 : facts.rows == 64 ? 62 : facts.rows == 32 ? 39 : 60;
-  c.cta_ns = facts.rows == 64 ? 12000 : 9500;
+  c.cta_ns = facts.wgmma && !e4m3 ? 9500 : facts.rows == 64 ? 12000 : 9500;
   c.combine_ns = 3000;
   c.token_bytes = token_bytes;
   // The memory's peak as the device reports it; the H200's measured copy rate is 4.2 TB/s.
@@ -275,7 +281,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
     // chunk's end).
     in.tile_tokens = options.force_chunk_tokens > 0 ? facts.tokens : f.tokens;
     in.concurrent_ctas = device.sm_count * f.ctas_per_sm;
-    in.costs = split_costs(f, device, kv_row_bytes(problem.kv_format, problem.dtype));
+    in.costs = split_costs(f, device, e4m3, kv_row_bytes(problem.kv_format, problem.dtype));
     in.forced_chunk_tokens = options.force_chunk_tokens;
     return problem.batch_size > 0 ? plan_split_schedule(in)
                                   : SplitSchedule{.chunk_tokens = f.tokens};
