@@ -37,9 +37,9 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   TV_RETURN_IF_ERROR(require_device_pointer(t.out, "out"));
   TV_RETURN_IF_ERROR(require_device_pointer(t.lse, "lse"));
   // The wgmma kernel copies whole tiles of pages of 64 rows or more by TMA tensor copies where
-  // plan.cpp chose so (state.tma). The map names this layer's cache, so it
-  // is encoded for every run: a host call with no device work, which a graph capture records
-  // as a kernel parameter like the cache's address.
+  // plan.cpp chose so (state.tma). The map names this layer's cache, so it is encoded for every
+  // run: a host call with no device work, which a graph capture records as a kernel parameter
+  // like the cache's address.
   CUtensorMap kv_map{};
   TV_REQUIRE_CODE(StatusCode::kInternal,
                   !plan.state.tma || cuda::sm90::encode_kv_tensor_map(
