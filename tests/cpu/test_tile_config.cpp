@@ -17,10 +17,8 @@ TEST(TileConfig, TooOldHasNone) {
 TEST(TileConfig, DecodeUsesSixteenRowsAndBulkCopiesFromSm90) {
   for (int sm : {80, 86, 89, 120, 121}) EXPECT_EQ(choose_variant(sm, 16), VariantId::kSmall) << sm;
   for (int sm : {90, 100, 103}) EXPECT_EQ(choose_variant(sm, 1), VariantId::kSmallBulk) << sm;
-  // An e4m3 cache's 576-byte rows: cp.async everywhere (bulk copies measured slower), into 4
-  // stages of packed rows (VariantSmall's 2 stages of 1168-byte rows kept one tile in flight).
-  for (int sm : {80, 86, 89, 90, 100, 120})
-    EXPECT_EQ(choose_variant(sm, 16, true), VariantId::kSmallPacked) << sm;
+  // An e4m3 cache's 576-byte rows: cp.async everywhere (bulk copies measured slower).
+  for (int sm : {80, 89, 90, 100, 120}) EXPECT_EQ(choose_variant(sm, 16, true), VariantId::kSmall);
   EXPECT_EQ(choose_variant(90, 32, true), VariantId::kLarge4);
 }
 
@@ -69,8 +67,7 @@ constexpr VariantBuild kOnly90Build{kOnly90, 1, false};
 constexpr VariantBuild k80And90Build{k80And90, 2, false};
 constexpr VariantId kAllIds[] = {VariantId::kLarge2,    VariantId::kLarge3,  VariantId::kLarge4,
                                  VariantId::kSmall,     VariantId::kWide3,   VariantId::kWide4,
-                                 VariantId::kSmallBulk, VariantId::kWide3T16,
-                                 VariantId::kSmallPacked};
+                                 VariantId::kSmallBulk, VariantId::kWide3T16};
 
 TEST(TileConfig, FitsOnlyWhereTheArchitectureCanRunIt) {
   EXPECT_TRUE(variant_fits(VariantId::kWide4, 90));
@@ -83,24 +80,7 @@ TEST(TileConfig, FitsOnlyWhereTheArchitectureCanRunIt) {
   EXPECT_FALSE(variant_fits(VariantId::kSmallBulk, 89));
   EXPECT_TRUE(variant_fits(VariantId::kLarge2, 86));
   EXPECT_TRUE(variant_fits(VariantId::kWide3T16, 120));
-  EXPECT_TRUE(variant_fits(VariantId::kSmallPacked, 86));
   EXPECT_FALSE(variant_fits(VariantId::kNone, 90));
-}
-
-// The packed e4m3 variant: twice the stages of VariantSmall in no more shared memory, rows
-// whose 8 ldmatrix starts fall in 8 different 16-byte bank groups.
-TEST(TileConfig, PackedRowsDoubleTheStagesInTheSameSharedMemory) {
-  EXPECT_EQ(VariantSmallPacked::kRowBytes, 592);
-  EXPECT_EQ(VariantSmallPacked::kE4M3Offset, 0);
-  EXPECT_EQ(VariantSmall::kE4M3Offset, 592);
-  EXPECT_EQ(VariantSmallPacked::kStages, 2 * VariantSmall::kStages);
-  // Twice the rows, each with 16 bytes of padding.
-  EXPECT_EQ(VariantSmallPacked::kStages * VariantSmallPacked::kStageBytes,
-            VariantSmall::kStages * VariantSmall::kStageBytes + 64 * 16);
-  EXPECT_LE(VariantSmallPacked::kSmemBytes, kSmemLimitConsumer);
-  bool group[8] = {};
-  for (int r = 0; r < 8; ++r) group[(r * VariantSmallPacked::kRowBytes % 128) / 16] = true;
-  for (bool g : group) EXPECT_TRUE(g);
 }
 
 TEST(TileConfig, VariantIdsNameTheirTypes) {
@@ -112,9 +92,7 @@ TEST(TileConfig, TablesSelectTheirVariants) {
   EXPECT_TRUE(table_selects(80, VariantId::kWide3));
   EXPECT_TRUE(table_selects(87, VariantId::kLarge2));  // sm_86's entry
   EXPECT_TRUE(table_selects(90, VariantId::kSmallBulk));
-  EXPECT_TRUE(table_selects(90, VariantId::kSmallPacked));  // e4m3 decode
-  EXPECT_FALSE(table_selects(90, VariantId::kSmall));       // replaced by the packed one
-  EXPECT_TRUE(table_selects(120, VariantId::kSmall));       // 16-bit decode
+  EXPECT_TRUE(table_selects(90, VariantId::kSmall));  // e4m3 decode
   EXPECT_FALSE(table_selects(80, VariantId::kSmallBulk));
   EXPECT_FALSE(table_selects(120, VariantId::kSmallBulk));
   EXPECT_FALSE(table_selects(75, VariantId::kSmall));
@@ -132,8 +110,8 @@ TEST(TileConfig, ReleaseBuildCompilesEachArchitecturesTable) {
           << "sm_" << arch << " variant " << static_cast<int>(id);
       EXPECT_EQ(variant_in_build(id, arch, kReleaseAll), variant_fits(id, arch));
     }
-    // Three, and the e4m3 decode variant.
-    EXPECT_EQ(built, 4) << "sm_" << arch;
+    // Three, and sm_90/100's e4m3 decode variant beside their bulk one.
+    EXPECT_EQ(built, arch == 90 || arch == 100 ? 4 : 3) << "sm_" << arch;
     EXPECT_GE(fitting, 3) << "sm_" << arch;
   }
   EXPECT_FALSE(variant_in_build(VariantId::kSmallBulk, 120, kReleaseBuild));
