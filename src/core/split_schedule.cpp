@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <queue>
 #include <vector>
 
 namespace treeverify::detail {
@@ -12,6 +13,19 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t rows_of(const SplitScheduleInput& in, size_t b) {
   return static_cast<int64_t>(in.qo_indptr[b + 1] - in.qo_indptr[b]) * in.num_heads;
+}
+
+// A CTA's time per KV token in schedule `s`: its own pace, or its share of the bandwidth among
+// the CTAs running at once.
+double paced_token_ns(const SplitScheduleInput& in, const SplitSchedule& s) {
+  const double running = std::min<double>(static_cast<double>(s.num_ctas), in.concurrent_ctas);
+  return std::max(in.costs.token_ns, running * in.costs.token_bytes / in.costs.bytes_per_ns);
+}
+
+// What a split call adds to its CTAs: the combine and its partials' traffic.
+double split_ns(const SplitCosts& k, const SplitSchedule& s) {
+  return s.partial_rows > 0 ? k.combine_ns + k.partial_row_ns * static_cast<double>(s.partial_rows)
+                            : 0.0;
 }
 
 // The schedule with chunks of `tiles` tiles, and its modelled time; `max_kv` is the longest
@@ -39,9 +53,7 @@ SplitSchedule evaluate(const SplitScheduleInput& in, int64_t tiles, int64_t max_
     short_tokens += blocks * (kv - full * full_len);
   }
   const double slots = in.concurrent_ctas;
-  // Per token: the CTA's own pace, or its share of the bandwidth among those running at once.
-  const double running = std::min<double>(static_cast<double>(s.num_ctas), slots);
-  const double token_ns = std::max(k.token_ns, running * k.token_bytes / k.bytes_per_ns);
+  const double token_ns = paced_token_ns(in, s);
   const double full_ns = k.cta_ns + static_cast<double>(full_len) * token_ns;
   const double waves = std::ceil(static_cast<double>(full_ctas) / slots);
   s.est_ns = waves * full_ns;
@@ -55,8 +67,47 @@ SplitSchedule evaluate(const SplitScheduleInput& in, int64_t tiles, int64_t max_
     const double rest = std::max(0.0, static_cast<double>(short_ctas) - fit);
     s.est_ns += std::ceil(rest / slots) * short_ns;
   }
-  if (s.partial_rows > 0)
-    s.est_ns += k.combine_ns + k.partial_row_ns * static_cast<double>(s.partial_rows);
+  s.est_ns += split_ns(k, s);
+  return s;
+}
+
+// The makespan of `s`'s CTAs when the device starts them in grid order (row block fastest,
+// then chunk, then request) in whichever of its concurrent_ctas slots frees first: a request's
+// short last chunk is launched beside its full ones, not after them. `token_ns` as evaluate's.
+double launch_order_ns(const SplitScheduleInput& in, const SplitSchedule& s, double token_ns) {
+  const SplitCosts& k = in.costs;
+  std::priority_queue<double, std::vector<double>, std::greater<>> free_at;  // slot end times
+  for (int32_t i = 0; i < std::max(in.concurrent_ctas, 1); ++i) free_at.push(0.0);
+  double end = 0;
+  for (size_t b = 0; b < in.kv_len.size(); ++b) {
+    const int64_t rows = rows_of(in, b);
+    if (rows == 0) continue;
+    const int64_t blocks = ceil_div(rows, in.rows_per_cta), kv = in.kv_len[b];
+    const int64_t chunks = std::max<int64_t>(1, ceil_div(kv, s.chunk_tokens));
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t tokens = std::min<int64_t>(s.chunk_tokens, kv - c * s.chunk_tokens);
+      const double ns = k.cta_ns + static_cast<double>(tokens) * token_ns;
+      for (int64_t r = 0; r < blocks; ++r) {
+        const double start = free_at.top();
+        free_at.pop();
+        free_at.push(start + ns);
+        end = std::max(end, start + ns);
+      }
+    }
+  }
+  return end;
+}
+
+// The candidates the wave model ranks best that are timed again in launch order.
+constexpr size_t kRetimed = 8;
+// Calls with more CTAs than this keep the wave model's time (launch order costs a heap step a
+// CTA, and over many waves a short chunk's slot matters little).
+constexpr int64_t kMaxRetimedCtas = 1 << 16;
+
+// `s` with its time from launch_order_ns instead of the wave model's.
+SplitSchedule retimed(const SplitScheduleInput& in, SplitSchedule s) {
+  if (s.num_ctas == 0 || s.num_ctas > kMaxRetimedCtas) return s;
+  s.est_ns = launch_order_ns(in, s, paced_token_ns(in, s)) + split_ns(in.costs, s);
   return s;
 }
 
@@ -80,8 +131,9 @@ SplitSchedule plan_split_schedule(const SplitScheduleInput& in) {
     return none;
   }
   if (in.forced_chunk_tokens > 0)
-    return evaluate(in, std::min<int64_t>(in.forced_chunk_tokens / in.tile_tokens, max_tiles),
-                    max_tiles, max_kv, max_row_blocks);
+    return retimed(
+        in, evaluate(in, std::min<int64_t>(in.forced_chunk_tokens / in.tile_tokens, max_tiles),
+                     max_tiles, max_kv, max_row_blocks));
 
   // Candidate chunk lengths (in tiles): every length up to 2048 tokens, then the lengths that
   // split the longest request into n equal chunks for n up to 4 waves of CTAs.
@@ -93,11 +145,23 @@ SplitSchedule plan_split_schedule(const SplitScheduleInput& in) {
   std::sort(candidates.begin(), candidates.end(), std::greater<>());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
 
+  // The wave model ranks every candidate; the best few are timed again in launch order, longest
+  // chunk first, and the least of those times wins (strict: ties keep the longer chunk).
+  std::vector<SplitSchedule> ranked;
+  for (int64_t c : candidates) ranked.push_back(evaluate(in, c, max_tiles, max_kv, max_row_blocks));
+  std::stable_sort(
+      ranked.begin(), ranked.end(),
+      [](const SplitSchedule& a, const SplitSchedule& b) { return a.est_ns < b.est_ns; });
+  ranked.resize(std::min<size_t>(ranked.size(), kRetimed));
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const SplitSchedule& a, const SplitSchedule& b) {
+                     return a.chunk_tokens > b.chunk_tokens;
+                   });
   SplitSchedule best;
   best.est_ns = INFINITY;
-  for (int64_t c : candidates) {
-    const SplitSchedule s = evaluate(in, c, max_tiles, max_kv, max_row_blocks);
-    if (s.est_ns < best.est_ns * (1 - 1e-9)) best = s;  // strict: ties keep the longer chunk
+  for (const SplitSchedule& r : ranked) {
+    const SplitSchedule s = retimed(in, r);
+    if (s.est_ns < best.est_ns * (1 - 1e-9)) best = s;
   }
   return best;
 }

@@ -10,14 +10,14 @@ namespace treeverify::detail {
 // The cost model of one kernel variant on one device (nanoseconds). Measured on the H200 for
 // each variant class (cuda/plan.cpp says where); they change speed, never results.
 struct SplitCosts {
-  double token_ns = 60;     // a CTA's time per KV token when bandwidth is not the limit
-  double cta_ns = 9500;     // a CTA's fixed time: start, loading Q, filling the pipe, epilogue
-  double combine_ns = 3000; // a split call's combine pass beyond its reads: launch and tail
+  double token_ns = 60;      // a CTA's time per KV token when bandwidth is not the limit
+  double cta_ns = 9500;      // a CTA's fixed time: start, loading Q, filling the pipe, epilogue
+  double combine_ns = 3000;  // a split call's combine pass beyond its reads: launch and tail
   // Each partial row a split writes (512 fp32 and an lse) and the combine reads back, spread
   // over the device: 4 KB of traffic at its bandwidth.
   double partial_row_ns = 1;
-  double token_bytes = 1152;      // bytes of one KV row
-  double bytes_per_ns = 4000;     // device memory bandwidth (bytes per nanosecond)
+  double token_bytes = 1152;   // bytes of one KV row
+  double bytes_per_ns = 4000;  // device memory bandwidth (bytes per nanosecond)
 };
 
 struct SplitScheduleInput {
@@ -42,9 +42,11 @@ struct SplitSchedule {
 
 // The chunk length with the least modelled time. The model: every CTA takes cta_ns plus its
 // tokens at token_ns each, or slower when the CTAs running at once ask for more than the
-// device's bandwidth; CTAs of full chunks run in waves of concurrent_ctas, shorter ones fill
-// the idle slots of the last wave or waves of their own; a split call adds its combine and
-// its partials' traffic.
+// device's bandwidth; a split call adds its combine and its partials' traffic. Every
+// candidate is first timed by waves (CTAs of full chunks in waves of concurrent_ctas, shorter
+// ones in the idle slots of the last wave or waves of their own); the best few are then timed
+// in launch order (the grid's order, each CTA in the first slot to free), where a request's
+// short last chunk takes a slot beside its full ones.
 // Ties go to longer chunks (fewer partials to merge).
 SplitSchedule plan_split_schedule(const SplitScheduleInput& in);
 

@@ -191,5 +191,34 @@ TEST(SplitSchedule, ShortChunksFillTheLastWave) {
   EXPECT_GT(t.est_ns, full + k.cta_ns + k.combine_ns);
 }
 
+// The device starts CTAs in grid order, so a request's short last chunk takes a slot beside
+// its full ones, not an idle one after them. D1's shape (64 requests of one 16-row node and
+// 8193 tokens, 16-row CTAs, two a SM, e4m3 rows): chunks of 2048 leave each request a
+// 1-token fifth chunk whose 64 CTAs push 56 full ones into a second wave; the wave model
+// alone chose them (139.8 us against 140.8 for 4 chunks of 2080).
+TEST(SplitSchedule, ShortLastChunksDoNotDelayFullOnes) {
+  Batch b;
+  for (int r = 0; r < 64; ++r) b.add(1, 8193);
+  SplitScheduleInput in = input(b, 16, 264);
+  in.rows_per_cta = 16;
+  in.costs.token_ns = 60;
+  in.costs.token_bytes = 576;
+  in.costs.bytes_per_ns = 4800;
+  const SplitSchedule s = plan_split_schedule(in);
+  EXPECT_EQ(s.num_chunks, 4);
+  EXPECT_EQ(s.num_ctas, 256);
+  in.forced_chunk_tokens = 2048;
+  const SplitSchedule five = plan_split_schedule(in);
+  EXPECT_EQ(five.num_chunks, 5);
+  EXPECT_LT(s.est_ns, five.est_ns);
+  // Launch order: the 264 slots take requests 0-51 and 4 CTAs of request 52; the 56 CTAs
+  // after them start in the 52 slots the short ones free, and the last 4 when the short ones
+  // of that second round end.
+  const double full = in.costs.cta_ns + 2048 * in.costs.token_ns;
+  const double short_one = in.costs.cta_ns + 1 * in.costs.token_ns;
+  EXPECT_DOUBLE_EQ(five.est_ns, 2 * short_one + full + in.costs.combine_ns +
+                                    in.costs.partial_row_ns * 64 * 16 * 5);
+}
+
 }  // namespace
 }  // namespace treeverify::detail
