@@ -100,13 +100,14 @@ double launch_order_ns(const SplitScheduleInput& in, const SplitSchedule& s, dou
 
 // The candidates the wave model ranks best that are timed again in launch order.
 constexpr size_t kRetimed = 8;
-// Calls with more CTAs than this keep the wave model's time (launch order costs a heap step a
-// CTA, and over many waves a short chunk's slot matters little).
-constexpr int64_t kMaxRetimedCtas = 1 << 16;
+// Schedules of more waves than this keep the wave model's time: launch order costs a heap step
+// a CTA (plan() stays under a millisecond), and over many waves a short chunk's slot matters
+// little.
+constexpr int64_t kMaxRetimedWaves = 16;
 
 // `s` with its time from launch_order_ns instead of the wave model's.
 SplitSchedule retimed(const SplitScheduleInput& in, SplitSchedule s) {
-  if (s.num_ctas == 0 || s.num_ctas > kMaxRetimedCtas) return s;
+  if (s.num_ctas == 0 || s.num_ctas > kMaxRetimedWaves * in.concurrent_ctas) return s;
   s.est_ns = launch_order_ns(in, s, paced_token_ns(in, s)) + split_ns(in.costs, s);
   return s;
 }
