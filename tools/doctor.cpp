@@ -20,10 +20,9 @@ namespace {
 
 struct DoctorFlags {
   bool json = false;
-  std::string suite_file;
-  std::string backend = "auto";
-  std::string kv_format = "same";   // the suite cases' KV cache: "same" (the q dtype) or "e4m3"
-  std::string precision = "exact";  // e4m3 caches: "exact" or "fast"
+  // What doctor shares with bench and check: the suite file, the backend, the KV cache and the
+  // precision the cases are planned for (no case names: every suite case).
+  CaseFlags cases;
 };
 
 std::string archs_text(const std::vector<int>& archs, bool sm90a = false) {
@@ -85,15 +84,8 @@ int run_doctor(const DoctorFlags& flags) {
   const std::vector<DeviceInfo> devices = list_devices(&note);
   std::vector<SuiteCase> suite;
   PlanOptions options;
-  CaseFlags case_flags;  // the flags doctor shares with bench and check
-  case_flags.backend = flags.backend;
-  case_flags.kv_format = flags.kv_format;
-  case_flags.precision = flags.precision;
-  KvFormat kv_format = KvFormat::kSameAsQ;
-  Status s = load_suite(flags.suite_file, &suite);
-  if (s.ok()) s = plan_options(case_flags, &options);
-  if (s.ok()) s = parse_kv_format(flags.kv_format, &kv_format);
-  for (SuiteCase& c : suite) c.kv_format = kv_format;
+  Status s = resolve_cases(flags.cases, &suite);
+  if (s.ok()) s = plan_options(flags.cases, &options);
   if (!s.ok()) {
     fmt::print(stderr, "treeverify doctor: {}\n", s.to_string());
     return kExitError;
@@ -164,7 +156,7 @@ int run_doctor(const DoctorFlags& flags) {
       j["devices"][i]["precision_fast_runs"] = runs;
       j["devices"][i]["precision_fast_why"] = why;
     }
-    j["plans_kv_format"] = flags.kv_format;
+    j["plans_kv_format"] = flags.cases.kv_format;
     j["plans_precision_asked"] = precision_name(options.precision);
     j["plans"] = nlohmann::json::array();
     for (const Row& r : rows) {
@@ -273,11 +265,11 @@ int run_doctor(const DoctorFlags& flags) {
   }
   fmt::print("\n");
 
-  fmt::print(
-      "Suite cases (backend {}{}; planned from lengths only, nothing allocated):\n", flags.backend,
-      kv_format == KvFormat::kE4M3
-          ? fmt::format(", e4m3 KV cache, precision {} asked", precision_name(options.precision))
-          : "");
+  fmt::print("Suite cases (backend {}{}; planned from lengths only, nothing allocated):\n",
+             flags.cases.backend,
+             flags.cases.kv_format == "e4m3" ? fmt::format(", e4m3 KV cache, precision {} asked",
+                                                           precision_name(options.precision))
+                                             : "");
   // One reason for every case (the usual CPU-only answer) is said once, not on every row.
   const bool same_reason = std::all_of(rows.begin(), rows.end(), [&](const Row& r) {
     return r.status.ok() && r.plan.reason == rows.front().plan.reason;
@@ -310,14 +302,14 @@ void add_doctor_command(CLI::App* app, int* exit_code) {
   CLI::App* cmd = app->add_subcommand(
       "doctor", "build info, GPUs, and which backend and kernel each suite case gets here");
   cmd->add_flag("--json", flags->json, "machine-readable output");
-  cmd->add_option("--suite", flags->suite_file, "suite JSON file instead of the built-in one")
+  cmd->add_option("--suite", flags->cases.suite_file, "suite JSON file instead of the built-in one")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--backend", flags->backend, "plan the cases for this backend")
+  cmd->add_option("--backend", flags->cases.backend, "plan the cases for this backend")
       ->capture_default_str();
-  cmd->add_option("--kv-format,--kv-dtype", flags->kv_format,
+  cmd->add_option("--kv-format,--kv-dtype", flags->cases.kv_format,
                   "plan the cases with this KV cache: same (the q dtype) or e4m3")
       ->capture_default_str();
-  cmd->add_option("--precision", flags->precision,
+  cmd->add_option("--precision", flags->cases.precision,
                   "e4m3 caches: plan the cases for exact or fast products (the plans say which "
                   "runs and why)")
       ->capture_default_str();
