@@ -140,12 +140,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
                            ? cuda::mma::launch_verify<__nv_bfloat16, V, kMode>(kp, grid, stream)
                            : cuda::mma::launch_verify<__half, V, kMode>(kp, grid, stream);
               };
-              if (plan.kv_format != KvFormat::kE4M3) {
-                if constexpr (V::kPacked)
-                  return cudaErrorInvalidValue;  // e4m3 caches only: never planned for 16-bit
-                else
-                  return launch.template operator()<KvMode::k16>();
-              }
+              if (plan.kv_format != KvFormat::kE4M3)
+                return launch.template operator()<KvMode::k16>();
               // Set only where cuda_plan chose the fast kernel (the public Plan::precision says
               // so).
               if (plan.state.fast_products) {

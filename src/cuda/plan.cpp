@@ -30,12 +30,11 @@ struct VariantFacts {
   bool wgmma = false;  // the sm_90a wgmma kernel (cuda/sm90), not a portable variant
 };
 
-// "r<rows>-s<stages>[-t<tokens>][-bulk][-packed]", the variant's part of Plan::kernel.
+// "r<rows>-s<stages>[-t<tokens>][-bulk]", the variant's part of Plan::kernel.
 std::string variant_name(VariantId v) {
   return cuda::mma::with_variant(v, [&]<typename V>(V) {
     const std::string tokens = V::kTokens != 32 ? fmt::format("-t{}", V::kTokens) : "";
-    return fmt::format("r{}-s{}{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "",
-                       V::kPacked ? "-packed" : "");
+    return fmt::format("r{}-s{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "");
   });
 }
 
@@ -52,7 +51,7 @@ VariantFacts variant_facts(VariantId v, DType dtype, KvMode mode) {
     if (mode == KvMode::kE4M3) {
       ctas = ctas_for.template operator()<KvMode::kE4M3>();
     } else if (mode == KvMode::k16) {
-      if constexpr (!V::kPacked) ctas = ctas_for.template operator()<KvMode::k16>();  // else none
+      ctas = ctas_for.template operator()<KvMode::k16>();
     } else if constexpr (cuda::mma::fast_mode_variant(cuda::mma::variant_id<V>())) {
       ctas = ctas_for.template operator()<KvMode::kE4M3Fast>();  // only these are instantiated
     }

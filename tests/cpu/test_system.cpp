@@ -44,7 +44,7 @@ TEST(System, KernelsByArchNameTheTileTablesVariants) {
   for (const ArchKernels& k : cuda_kernels_by_arch()) {
     if (k.arch == 90) {
       EXPECT_EQ(k.up_to_16_rows, "r16-s2-bulk");
-      EXPECT_EQ(k.up_to_16_rows_e4m3, "r16-s2-packed");  // bulk copies lost with 576-byte rows
+      EXPECT_EQ(k.up_to_16_rows_e4m3, "r16-s2");  // bulk copies lost with 576-byte rows
       EXPECT_EQ(k.up_to_32_rows, "r32-s4");
       EXPECT_EQ(k.more_rows, build_info().cuda_sm90a ? "wgmma-r64-t64" : "r64-s4");
     }

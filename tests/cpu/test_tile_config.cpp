@@ -17,10 +17,8 @@ TEST(TileConfig, TooOldHasNone) {
 TEST(TileConfig, DecodeUsesSixteenRowsAndBulkCopiesFromSm90) {
   for (int sm : {80, 86, 89, 120, 121}) EXPECT_EQ(choose_variant(sm, 16), VariantId::kSmall) << sm;
   for (int sm : {90, 100, 103}) EXPECT_EQ(choose_variant(sm, 1), VariantId::kSmallBulk) << sm;
-  // An e4m3 cache's 576-byte rows: cp.async everywhere (bulk copies measured slower); on
-  // sm_90/100 packed rows with Q in shared memory, three CTAs an SM.
-  for (int sm : {80, 86, 89, 120}) EXPECT_EQ(choose_variant(sm, 16, true), VariantId::kSmall);
-  for (int sm : {90, 100}) EXPECT_EQ(choose_variant(sm, 16, true), VariantId::kSmallPacked);
+  // An e4m3 cache's 576-byte rows: cp.async everywhere (bulk copies measured slower).
+  for (int sm : {80, 89, 90, 100, 120}) EXPECT_EQ(choose_variant(sm, 16, true), VariantId::kSmall);
   EXPECT_EQ(choose_variant(90, 32, true), VariantId::kLarge4);
 }
 
@@ -67,10 +65,9 @@ constexpr int k80And90[] = {80, 90};
 constexpr VariantBuild kOnly80Build{kOnly80, 1, false};
 constexpr VariantBuild kOnly90Build{kOnly90, 1, false};
 constexpr VariantBuild k80And90Build{k80And90, 2, false};
-constexpr VariantId kAllIds[] = {
-    VariantId::kLarge2,    VariantId::kLarge3,   VariantId::kLarge4,
-    VariantId::kSmall,     VariantId::kWide3,    VariantId::kWide4,
-    VariantId::kSmallBulk, VariantId::kWide3T16, VariantId::kSmallPacked};
+constexpr VariantId kAllIds[] = {VariantId::kLarge2,    VariantId::kLarge3,  VariantId::kLarge4,
+                                 VariantId::kSmall,     VariantId::kWide3,   VariantId::kWide4,
+                                 VariantId::kSmallBulk, VariantId::kWide3T16};
 
 TEST(TileConfig, FitsOnlyWhereTheArchitectureCanRunIt) {
   EXPECT_TRUE(variant_fits(VariantId::kWide4, 90));
@@ -83,23 +80,7 @@ TEST(TileConfig, FitsOnlyWhereTheArchitectureCanRunIt) {
   EXPECT_FALSE(variant_fits(VariantId::kSmallBulk, 89));
   EXPECT_TRUE(variant_fits(VariantId::kLarge2, 86));
   EXPECT_TRUE(variant_fits(VariantId::kWide3T16, 120));
-  EXPECT_TRUE(variant_fits(VariantId::kSmallPacked, 86));
   EXPECT_FALSE(variant_fits(VariantId::kNone, 90));
-}
-
-// The packed e4m3 variant: rows whose 8 ldmatrix starts fall in 8 different 16-byte bank
-// groups, Q beyond the stages for the whole chunk, three CTAs in an sm_90 SM's 227 KB.
-TEST(TileConfig, PackedRowsFitThreeCtasAnSm) {
-  EXPECT_EQ(VariantSmallPacked::kRowBytes, 592);
-  EXPECT_EQ(VariantSmallPacked::kE4M3Offset, 0);
-  EXPECT_EQ(VariantSmall::kE4M3Offset, 592);
-  EXPECT_TRUE(VariantSmallPacked::kQResident);
-  EXPECT_GE(VariantSmallPacked::kQOffset, VariantSmallPacked::kBarOffset);
-  EXPECT_EQ(VariantSmallPacked::kMinBlocks, 3);
-  EXPECT_LE(3 * VariantSmallPacked::kSmemBytes, 227 * 1024);
-  bool group[8] = {};
-  for (int r = 0; r < 8; ++r) group[(r * VariantSmallPacked::kRowBytes % 128) / 16] = true;
-  for (bool g : group) EXPECT_TRUE(g);
 }
 
 TEST(TileConfig, VariantIdsNameTheirTypes) {
@@ -111,9 +92,7 @@ TEST(TileConfig, TablesSelectTheirVariants) {
   EXPECT_TRUE(table_selects(80, VariantId::kWide3));
   EXPECT_TRUE(table_selects(87, VariantId::kLarge2));  // sm_86's entry
   EXPECT_TRUE(table_selects(90, VariantId::kSmallBulk));
-  EXPECT_TRUE(table_selects(90, VariantId::kSmallPacked));  // e4m3 decode
-  EXPECT_FALSE(table_selects(90, VariantId::kSmall));       // replaced by the packed one
-  EXPECT_TRUE(table_selects(120, VariantId::kSmall));       // decode
+  EXPECT_TRUE(table_selects(90, VariantId::kSmall));  // e4m3 decode
   EXPECT_FALSE(table_selects(80, VariantId::kSmallBulk));
   EXPECT_FALSE(table_selects(120, VariantId::kSmallBulk));
   EXPECT_FALSE(table_selects(75, VariantId::kSmall));

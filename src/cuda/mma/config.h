@@ -33,24 +33,15 @@ inline constexpr int kKVRowBytes = kQKDim * 2 + 16;  // 1168
 
 // One kernel variant: kMTiles m16 tiles of rows per CTA and a kStages-deep pipeline of
 // kTokens-token KV tiles, copied 16 bytes a thread by cp.async, or (kBulk, sm_90+) a row per
-// bulk copy completing on one mbarrier per stage. kPacked: an e4m3 cache's variant only, whose
-// stage rows hold the 576 codes of a row and 16 bytes of padding (592 bytes, not a 16-bit
-// row's 1168), so the same shared memory holds twice the tiles in flight.
-template <int kMTiles_, int kStages_, bool kBulk_ = false, int kTokens_ = 32, bool kPacked_ = false>
+// bulk copy completing on one mbarrier per stage.
+template <int kMTiles_, int kStages_, bool kBulk_ = false, int kTokens_ = 32>
 struct Variant {
   static constexpr int kMTiles = kMTiles_;
   static constexpr bool kBulk = kBulk_;
   static constexpr int kRows = 16 * kMTiles;
   static constexpr int kStages = kStages_;
-  static constexpr int kTokens = kTokens_;  // KV tokens a tile (a pipeline stage)
-  static constexpr bool kPacked = kPacked_;
-  // A stage row: a 16-bit KV row and its padding, or kPacked's e4m3 row and its padding (592
-  // bytes: the 8 rows of an ldmatrix phase start 80 bytes apart modulo 128, in 8 different
-  // 16-byte bank groups). An e4m3 row lies at kE4M3Offset of its stage row: the last 576 bytes
-  // of a 1168-byte row (where dequantize_tile widens it in place) or the first of a packed one.
-  static constexpr int kRowBytes = kPacked ? kQKDim + 16 : kKVRowBytes;
-  static constexpr int kE4M3Offset = kPacked ? 0 : kKVRowBytes - kQKDim;  // 16-byte aligned
-  static constexpr int kStageBytes = kTokens * kRowBytes;  // 37376 at 32 tokens (18944 packed)
+  static constexpr int kTokens = kTokens_;                   // KV tokens a tile (a pipeline stage)
+  static constexpr int kStageBytes = kTokens * kKVRowBytes;  // 37376 at 32 tokens
   // Partial scores [kKGroups][rows][kRedStride] fp32: a stride of 8 floats more than the tile
   // (40 or 24) puts the 4 rows of a half-warp's float2 stores of mma fragments in 4 different
   // 8-bank groups, so the stores take the minimum 2 wavefronts.
@@ -89,10 +80,8 @@ struct Variant {
   // that way on sm_90, sm_100 or sm_120 (nvcc 13.0, 2026-12-01), so they widen each tile to
   // fp16 in shared memory first (dequantize_tile). Same products, same results.
   static constexpr bool kE4M3InRegisters = kMTiles < 4;
-  static_assert(!kPacked || (kE4M3InRegisters && !kBulk), "packed rows: widened in registers");
   // 16-row CTAs fit in 128 registers a thread: ask for two CTAs per SM to hide latency.
-  // Packed: Q stays in shared memory (kQResident), which leaves 80 registers enough for 3.
-  static constexpr int kMinBlocks = kPacked ? 3 : kMTiles == 1 ? 2 : 1;
+  static constexpr int kMinBlocks = kMTiles == 1 ? 2 : 1;
   // Score product: m16 tiles of Q a warp holds, how the two warps of a k-group split the CTA
   // (kQKRowGroups x kQKTokenGroups = kQKSubs), and the 16-token passes a warp makes a tile.
   static constexpr int kQKMTiles = kMTiles < 2 ? kMTiles : 2;
@@ -113,11 +102,7 @@ struct Variant {
   static constexpr int kLseOffset = kAlphaOffset + kRows * 4;
   static constexpr int kIdxOffset = kLseOffset + kRows * 4;
   static constexpr int kBarOffset = kIdxOffset + kStages * kTokens * 4;
-  // kQResident (the packed variant): Q's rows after everything else, for the whole chunk; the
-  // score product loads its fragments from there each pass (fp8_ops.cuh).
-  static constexpr bool kQResident = kPacked;
-  static constexpr int kQResidentOffset = kBarOffset + (kBulk ? kStages * 8 : 0);
-  static constexpr int kSmemBytes = kQResidentOffset + (kQResident ? kRows * kKVRowBytes : 0);
+  static constexpr int kSmemBytes = kBarOffset + (kBulk ? kStages * 8 : 0);
   static_assert(kRowsPerWarp >= 1 && kTokensPerLane >= 2 && kTokensPerLane % 2 == 0);
   static_assert(kStages >= 2);
   // Halves: a half's QK rows (the two warps of a k-group, w and w + kKGroups, split the rows
@@ -133,11 +118,9 @@ struct Variant {
   // 64-row variant of 16-token tiles), the first tiles' copies go out before Q has landed;
   // otherwise Q is staged from the first stage and the copies wait for it.
   static constexpr bool kQBesideCopies =
-      kQResident || (kStages - 1) * kStageBytes + kRows * kKVRowBytes <= kPOffset;
-  static constexpr int kQOffset = kQResident       ? kQResidentOffset
-                                  : kQBesideCopies ? (kStages - 1) * kStageBytes
-                                                   : 0;
-  static_assert(kQResident || kQOffset + kRows * kKVRowBytes <= kPOffset);
+      (kStages - 1) * kStageBytes + kRows * kKVRowBytes <= kPOffset;
+  static constexpr int kQOffset = kQBesideCopies ? (kStages - 1) * kStageBytes : 0;
+  static_assert(kQOffset + kRows * kKVRowBytes <= kPOffset);
 };
 
 // The variants, with the main loop (kernel.cuh) each runs: in_order_loop with 2 stages,
@@ -150,10 +133,6 @@ using VariantWide3 = Variant<4, 3>;   // 64 rows, 3 stages: sm_80 (163 KB per bl
 using VariantWide4 = Variant<4, 4>;   // 64 rows, 4 stages: sm_90/100 (227 KB per block); halves
 using VariantSmallBulk = Variant<1, 2, true>;      // 16 rows, bulk copies (sm_90+); in_order
 using VariantWide3T16 = Variant<4, 3, false, 16>;  // 64 rows, 3 x 16 tokens: 99 KB; overlap
-// 16 rows on an e4m3 cache: 2 stages of packed rows and Q resident in shared memory (its
-// fragments loaded each pass, not held in 36 registers a thread), so that three CTAs share an
-// SM: e4m3 decode waits on latency with two (DESIGN_NOTES.md); in_order.
-using VariantSmallPacked = Variant<1, 2, false, 32, true>;
 
 // Whether code for SM version `sm` runs mma.sync e4m3 natively (one QMMA; sm_89, sm_120 and
 // sm_121, SASS read with cuobjdump 2026-11-30): where Precision::kFast runs its FP8 products.
@@ -164,7 +143,6 @@ inline constexpr int kSmemLimitConsumer = 101376;  // per block on sm_86, sm_89,
 static_assert(VariantLarge2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantSmall::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantWide3T16::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
-static_assert(VariantSmallPacked::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantLarge3::kSmemBytes <= 163 * 1024, "must fit sm_80");
 static_assert(VariantLarge4::kSmemBytes <= 227 * 1024, "must fit sm_90/sm_100");
 static_assert(VariantWide3::kSmemBytes <= 163 * 1024, "must fit sm_80");
@@ -181,8 +159,6 @@ enum class VariantId : int {
   kWide4 = 5,
   kSmallBulk = 6,
   kWide3T16 = 7,
-  kSmallPacked = 8,  // e4m3 caches only
-  kLast = kSmallPacked,
 };
 
 // Per-architecture table: the variant a device runs for requests of at most 16 rows, at most
@@ -195,9 +171,8 @@ enum class VariantId : int {
 // 64-row variant 17% slower, so only the 16-row variant uses them (sm_120 keeps cp.async: its
 // bulk-copy speed is unmeasured). With an e4m3 cache (576-byte rows) the bulk copies lost:
 // D1 0.158 ms with r16-s2-bulk against 0.132 with r16-s2, S3 0.0318 against 0.0290 (H200,
-// 2026-12-01, exact mode, same run), so e4m3 decode takes `small_e4m3`: on sm_90 and sm_100,
-// VariantSmallPacked (three CTAs an SM; the 99 KB parts hold one). What each architecture's
-// code holds: variant_in_build below.
+// 2026-12-01, exact mode, same run), so e4m3 decode takes `small_e4m3`. What each
+// architecture's code holds: variant_in_build below.
 struct TileConfig {
   int arch;  // SM version the entry is for
   VariantId small, large, wide;
@@ -207,8 +182,8 @@ inline constexpr TileConfig kTileConfigs[] = {
     {80, VariantId::kSmall, VariantId::kLarge3, VariantId::kWide3, VariantId::kSmall},
     {86, VariantId::kSmall, VariantId::kLarge2, VariantId::kWide3T16, VariantId::kSmall},
     {89, VariantId::kSmall, VariantId::kLarge2, VariantId::kWide3T16, VariantId::kSmall},
-    {90, VariantId::kSmallBulk, VariantId::kLarge4, VariantId::kWide4, VariantId::kSmallPacked},
-    {100, VariantId::kSmallBulk, VariantId::kLarge4, VariantId::kWide4, VariantId::kSmallPacked},
+    {90, VariantId::kSmallBulk, VariantId::kLarge4, VariantId::kWide4, VariantId::kSmall},
+    {100, VariantId::kSmallBulk, VariantId::kLarge4, VariantId::kWide4, VariantId::kSmall},
     {120, VariantId::kSmall, VariantId::kLarge2, VariantId::kWide3T16, VariantId::kSmall},
 };
 
@@ -252,8 +227,6 @@ constexpr decltype(auto) with_variant(VariantId id, F&& f) {
       return f(VariantSmallBulk{});
     case VariantId::kWide3T16:
       return f(VariantWide3T16{});
-    case VariantId::kSmallPacked:
-      return f(VariantSmallPacked{});
     case VariantId::kSmall:
     case VariantId::kNone:
       break;
@@ -264,7 +237,7 @@ constexpr decltype(auto) with_variant(VariantId id, F&& f) {
 // The VariantId of variant type V (kNone for a type no id names).
 template <typename V>
 constexpr VariantId variant_id() {
-  for (int i = 0; i <= static_cast<int>(VariantId::kLast); ++i) {
+  for (int i = 0; i <= static_cast<int>(VariantId::kWide3T16); ++i) {
     const auto id = static_cast<VariantId>(i);
     if (with_variant(id, [](auto v) { return std::is_same_v<decltype(v), V>; })) return id;
   }

@@ -13,7 +13,7 @@
 //
 // Fast mode runs the variants of the 99 KB tables (16 and 32 rows of 32-token tiles, 64 rows
 // of 16-token tiles; none of them halves or bulk copies). The e4m3 tile sits at
-// V::kE4M3Offset of each stage row (config.h).
+// kE4M3RowOffset of 1168-byte stage rows (tile_ops.cuh).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -92,41 +92,33 @@ __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, floa
 // 16 bytes holds bytes 4t .. 4t + 3 of its token: values 4t, 4t + 1 are B register 0 (k 2t,
 // 2t + 1) and 4t + 2, 4t + 3 register 1 (k 2t + 8, 2t + 9), Q's k order. Scores still to be
 // scaled by Q's row scale and kv_scale (softmax_tile).
-// V::kQResident: Q's fragments come from its rows at s_q a pass instead of from qf.
 template <typename V>
 __device__ __forceinline__ void qk_partial_e4m3_exact(
-    uint32_t stage, const uint32_t (&qf)[V::kQKMTiles][kKSteps][4], uint32_t s_q, float* s_red,
-    int kgroup, int sub) {
+    uint32_t stage, const uint32_t (&qf)[V::kQKMTiles][kKSteps][4], float* s_red, int kgroup,
+    int sub) {
   const int lane = threadIdx.x % 32;
   const int row0 = (sub / V::kQKTokenGroups) * V::kQKMTiles * 16;
   const int tok0 = (sub % V::kQKTokenGroups) * V::kQKPasses * 16;
-  const uint32_t base = stage + V::kE4M3Offset + kgroup * (kQKDim / kKGroups);
+  const uint32_t base = stage + kE4M3RowOffset + kgroup * (kQKDim / kKGroups);
   // One block for both passes where the 16-bit product has it (qk_partial).
   constexpr int kUnroll = V::kStages >= 4 || TV_FITS_3_STAGE_QK_BLOCK ? V::kQKPasses : 1;
 #pragma unroll kUnroll
   for (int pass = 0; pass < V::kQKPasses; ++pass) {
     const int tok_base = tok0 + pass * 16;
     float acc[V::kQKMTiles][2][4] = {};
+    // The B fragment of tokens 8 nt .. 8 nt + 7 from one e4m3 register, into k16 step ks.
+    auto products = [&](int ks, int nt, uint32_t b) {
+      uint32_t b0, b1;
+      e4m3x4_to_f16x2x2(b, b0, b1);
+#pragma unroll
+      for (int mt = 0; mt < V::kQKMTiles; ++mt) mma_16816<__half>(acc[mt][nt], qf[mt][ks], b0, b1);
+    };
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks) {
-      uint32_t q[V::kQKMTiles][4];
-#pragma unroll
-      for (int mt = 0; mt < V::kQKMTiles; ++mt) {
-        if constexpr (V::kQResident)
-          q_fragment<V>(s_q, kgroup, sub / V::kQKTokenGroups, mt, ks, q[mt]);
-        else
-          for (int i = 0; i < 4; ++i) q[mt][i] = qf[mt][ks][i];
-      }
       uint32_t kb[2];  // tokens 0-7, 8-15: 16 values each
-      ldmatrix_x2(kb, base + (tok_base + lane % 16) * V::kRowBytes + ks * 16);
-      // The B fragment of tokens 8 nt .. 8 nt + 7 from one e4m3 register, into k16 step ks.
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        uint32_t b0, b1;
-        e4m3x4_to_f16x2x2(kb[nt], b0, b1);
-#pragma unroll
-        for (int mt = 0; mt < V::kQKMTiles; ++mt) mma_16816<__half>(acc[mt][nt], q[mt], b0, b1);
-      }
+      ldmatrix_x2(kb, base + (tok_base + lane % 16) * kKVRowBytes + ks * 16);
+      products(ks, 0, kb[0]);
+      products(ks, 1, kb[1]);
     }
     store_partial_scores<V>(acc, s_red, kgroup, row0, tok_base);
   }
@@ -146,7 +138,7 @@ __device__ __forceinline__ void pv_tile_e4m3_exact(uint32_t stage, uint32_t s_p,
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row0 = V::o_row0(warp), col0 = V::o_col0(warp);
   rescale_o<V>(s_alpha, row0, o);
-  const uint32_t v_base = stage + V::kE4M3Offset + col0;
+  const uint32_t v_base = stage + kE4M3RowOffset + col0;
 #pragma unroll
   for (int ks = 0; ks < V::kTokens / 16; ++ks) {
     uint32_t pa[V::kOMTiles][4];
@@ -154,7 +146,7 @@ __device__ __forceinline__ void pv_tile_e4m3_exact(uint32_t stage, uint32_t s_p,
 #pragma unroll
     for (int np = 0; np < V::kONTiles / 2; ++np) {
       uint32_t v[2];  // tokens 16 ks + 0-7, 8-15
-      ldmatrix_x2_trans(v, v_base + (ks * 16 + lane % 16) * V::kRowBytes + np * 16);
+      ldmatrix_x2_trans(v, v_base + (ks * 16 + lane % 16) * kKVRowBytes + np * 16);
       const uint32_t x = __byte_perm(v[0], 0, 0x3120), y = __byte_perm(v[1], 0, 0x3120);
       uint32_t e0, e1, d0, d1;
       e4m3x4_to_f16x2x2(x, e0, d0);
@@ -235,7 +227,7 @@ __device__ __forceinline__ void q_fragments_e4m3(uint32_t buf, int kgroup, int r
   }
 }
 
-// qk_partial on the e4m3 tile (at V::kE4M3Offset of each stage row): the same passes and
+// qk_partial on the e4m3 tile (at kE4M3RowOffset of each stage row): the same passes and
 // s_red layout, B fragments by the same ldmatrix addressing (a b16 of the bf16 layout is a
 // byte pair here), scores still to be scaled by Q's row scale and kv_scale (softmax_tile).
 template <typename V>
@@ -248,12 +240,12 @@ __device__ __forceinline__ void qk_partial_e4m3(uint32_t stage, const QFragsE4M3
   for (int pass = 0; pass < V::kQKPasses; ++pass) {
     const int tok_base = tok0 + pass * 16;
     float acc[V::kQKMTiles][2][4] = {};
-    const uint32_t base = stage + V::kE4M3Offset + kgroup * (kQKDim / kKGroups);
+    const uint32_t base = stage + kE4M3RowOffset + kgroup * (kQKDim / kKGroups);
 #pragma unroll
     for (int ks = 0; ks < kK32Steps; ++ks) {
       uint32_t kb[4];  // tokens 0-7: k 0-15, 16-31; tokens 8-15: the same
       const int tok = tok_base + (lane % 8) + 8 * (lane / 16);
-      ldmatrix_x4(kb, base + tok * V::kRowBytes + ks * 32 + 16 * ((lane / 8) % 2));
+      ldmatrix_x4(kb, base + tok * kKVRowBytes + ks * 32 + 16 * ((lane / 8) % 2));
 #pragma unroll
       for (int mt = 0; mt < V::kQKMTiles; ++mt) {
         mma_e4m3_16832(acc[mt][0], qf.k32[mt][ks], kb[0], kb[1]);
@@ -261,7 +253,7 @@ __device__ __forceinline__ void qk_partial_e4m3(uint32_t stage, const QFragsE4M3
       }
     }
     uint32_t kt[2];  // the k16 tail: tokens 0-7, 8-15
-    ldmatrix_x2(kt, base + (tok_base + lane % 16) * V::kRowBytes + kK32Steps * 32);
+    ldmatrix_x2(kt, base + (tok_base + lane % 16) * kKVRowBytes + kK32Steps * 32);
 #pragma unroll
     for (int mt = 0; mt < V::kQKMTiles; ++mt) {
       mma_e4m3_16816(acc[mt][0], qf.k16[mt], kt[0]);
@@ -291,7 +283,7 @@ __device__ __forceinline__ void pv_tile_e4m3(uint32_t stage, uint32_t s_p, const
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row0 = V::o_row0(warp), col0 = V::o_col0(warp);
   rescale_o<V>(s_alpha, row0, o);
-  const uint32_t v_base = stage + V::kE4M3Offset + col0;
+  const uint32_t v_base = stage + kE4M3RowOffset + col0;
   if constexpr (V::kTokens == 32) {  // one k32 step
     uint32_t pa[V::kOMTiles][4];
 #pragma unroll
@@ -302,7 +294,7 @@ __device__ __forceinline__ void pv_tile_e4m3(uint32_t stage, uint32_t s_p, const
 #pragma unroll
     for (int np = 0; np < V::kONTiles / 2; ++np) {
       uint32_t v[4];  // X0 (tokens 0-7), Y0 (8-15), X1 (16-23), Y1 (24-31)
-      ldmatrix_x4_trans(v, v_base + lane * V::kRowBytes + np * 16);
+      ldmatrix_x4_trans(v, v_base + lane * kKVRowBytes + np * 16);
       const uint32_t e0 = v_even(v[0], v[1]), e1 = v_even(v[2], v[3]);
       const uint32_t d0 = v_odd(v[0], v[1]), d1 = v_odd(v[2], v[3]);
 #pragma unroll
@@ -320,7 +312,7 @@ __device__ __forceinline__ void pv_tile_e4m3(uint32_t stage, uint32_t s_p, const
 #pragma unroll
     for (int np = 0; np < V::kONTiles / 2; ++np) {
       uint32_t v[2];  // X (tokens 0-7), Y (8-15)
-      ldmatrix_x2_trans(v, v_base + (lane % 16) * V::kRowBytes + np * 16);
+      ldmatrix_x2_trans(v, v_base + (lane % 16) * kKVRowBytes + np * 16);
       const uint32_t e = v_even(v[0], v[1]), d = v_odd(v[0], v[1]);
 #pragma unroll
       for (int mt = 0; mt < V::kOMTiles; ++mt) {

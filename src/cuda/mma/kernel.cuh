@@ -234,7 +234,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     } else if constexpr (kE4M3) {
       prepare_q_f16<T, V, kE4M3Regs>(smem + V::kQOffset, s_lse, __ldg(p.kv_scale));
       __syncthreads();
-      if constexpr (!V::kQResident) q_fragments<V>(s_q, kgroup, sub / V::kQKTokenGroups, qf);
+      q_fragments<V>(s_q, kgroup, sub / V::kQKTokenGroups, qf);
     } else {
       q_fragments<V>(s_q, kgroup, sub / V::kQKTokenGroups, qf);
     }
@@ -292,7 +292,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     if constexpr (kFast)
       qk_partial_e4m3<V>(stage_of(tile), qf, s_red, kgroup, sub);
     else if constexpr (kE4M3Regs)
-      qk_partial_e4m3_exact<V>(stage_of(tile), qf, s_q, s_red, kgroup, sub);
+      qk_partial_e4m3_exact<V>(stage_of(tile), qf, s_red, kgroup, sub);
     else
       qk_partial<MmaT, V>(stage_of(tile), qf, s_red, kgroup, sub);
   };

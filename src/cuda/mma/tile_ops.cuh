@@ -72,11 +72,11 @@ __device__ __forceinline__ void load_page_ids(const VerifyKernelParams& p, uint3
     cp_async_4(slot + threadIdx.x * 4, p.kv_page_indices + page_base + (t >> p.page_shift));
 }
 
-// e4m3 caches (kE4M3): a tile's 576-byte rows land at V::kE4M3Offset of each stage row (the
-// last 576 bytes of a 1168-byte row, or the first of a packed one: config.h), where the
-// products of the 16 and 32-row variants and fast mode read them (fp8_ops.cuh) and
-// dequantize_tile widens them in place to fp16 for the 64-row variants
+// e4m3 caches (kE4M3): a tile's 576-byte rows land in the last 576 bytes of each 1168-byte
+// stage row, where the products of the 16 and 32-row variants and fast mode read them
+// (fp8_ops.cuh) and dequantize_tile widens them in place to fp16 for the 64-row variants
 // (Variant::kE4M3InRegisters).
+inline constexpr int kE4M3RowOffset = kKVRowBytes - kQKDim;  // 592, 16-byte aligned
 
 // Copies V::kTokens KV rows from sequence token `first` (rows at or past `end` are zero
 // filled, so masked probabilities multiply finite values) into one stage: 8 threads a token
@@ -102,7 +102,7 @@ __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32
       src += ((page << p.page_shift) + (t & ((1 << p.page_shift) - 1))) * kQKDim;
       bytes = 16;
     }
-    const uint32_t dst = stage + tok * V::kRowBytes + V::kE4M3Offset + sub * 16;
+    const uint32_t dst = stage + tok * kKVRowBytes + kE4M3RowOffset + sub * 16;
 #pragma unroll
     for (int i = 0; i < (kPieces + kLanesPerRow - 1) / kLanesPerRow; ++i)
       if (sub + i * kLanesPerRow < kPieces)
@@ -126,7 +126,7 @@ __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32
     src += ((page << p.page_shift) + (t & ((1 << p.page_shift) - 1))) * (kQKDim * 2);
     bytes = 16;
   }
-  const uint32_t dst = stage + tok * V::kRowBytes + sub * 16;
+  const uint32_t dst = stage + tok * kKVRowBytes + sub * 16;
 #pragma unroll
   for (int i = 0; i < kChunks / kThreadsPerToken; ++i)
     cp_async_16(dst + i * kThreadsPerToken * 16, src + i * kThreadsPerToken * 16, bytes);
@@ -142,7 +142,7 @@ __device__ __forceinline__ void load_kv_tile_bulk(const VerifyKernelParams& p, u
                                                   uint32_t bar) {
   static_assert(V::kTokens == 32, "one lane a row");
   constexpr uint32_t kRowBytes = kE4M3 ? kQKDim : kQKDim * 2;
-  if constexpr (kE4M3) stage += V::kE4M3Offset;
+  if constexpr (kE4M3) stage += kE4M3RowOffset;
   if (threadIdx.x >= 32) return;
   const int lane = static_cast<int>(threadIdx.x);
   if (lane == 0) mbar_arrive_expect_tx(bar, V::kTokens * kRowBytes);
@@ -152,7 +152,7 @@ __device__ __forceinline__ void load_kv_tile_bulk(const VerifyKernelParams& p, u
   const int64_t page = page_ids[tok];
   const char* src = static_cast<const char*>(p.kv) +
                     ((page << p.page_shift) + (t & ((1 << p.page_shift) - 1))) * kRowBytes;
-  bulk_copy_g2s(stage + lane * V::kRowBytes, src, kRowBytes, bar);
+  bulk_copy_g2s(stage + lane * kKVRowBytes, src, kRowBytes, bar);
 }
 
 // e4m3 (OCP e4m3fn) to float: sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0
@@ -199,7 +199,7 @@ __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   return v;
 }
 
-// Widens the e4m3 tile at V::kE4M3Offset of each stage row into the fp16 row layout the
+// Widens the e4m3 tile at kE4M3RowOffset of each stage row into the fp16 row layout the
 // products read (exact: every e4m3 value is an fp16 value; the cache's scale is applied to
 // the scores and the output instead). A row's 16-bit values overwrite its own e4m3
 // bytes and no other row's, so one warp takes a row: its lanes read the row's 36 pieces of 16
@@ -213,10 +213,10 @@ __device__ __forceinline__ void dequantize_tile(uint32_t stage) {
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   __syncwarp();  // the lanes' copies of the warp's rows, landed for each, seen by all
   for (int row = warp; row < V::kTokens; row += kWarps) {
-    const uint32_t r = stage + row * V::kRowBytes;
-    const uint4 a = ld_shared_v4(r + V::kE4M3Offset + lane * 16);
+    const uint32_t r = stage + row * kKVRowBytes;
+    const uint4 a = ld_shared_v4(r + kE4M3RowOffset + lane * 16);
     uint4 b = make_uint4(0, 0, 0, 0);
-    if (lane < kRowPieces - 32) b = ld_shared_v4(r + V::kE4M3Offset + (32 + lane) * 16);
+    if (lane < kRowPieces - 32) b = ld_shared_v4(r + kE4M3RowOffset + (32 + lane) * 16);
     __syncwarp();
     widen_piece(r + lane * 32, a);
     if (lane < kRowPieces - 32) widen_piece(r + (32 + lane) * 32, b);
@@ -245,25 +245,20 @@ __device__ __forceinline__ void copy_q(const VerifyKernelParams& p, const CtaWor
     cp_async_16(buf + r * kKVRowBytes + c * 16, src + (bytes ? c * 16 : 0), bytes);
 }
 
-// The mma A fragment of m-tile mt and k step ks of this warp's k-slice of its row group, from
-// the staged Q rows in `buf` (copy_q, landed and published by a barrier).
-template <typename V>
-__device__ __forceinline__ void q_fragment(uint32_t buf, int kgroup, int rgroup, int mt, int ks,
-                                           uint32_t (&a)[4]) {
-  const int lane = threadIdx.x % 32;
-  const int row = (rgroup * V::kQKMTiles + mt) * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
-  const int col = (kgroup * kKSteps + ks) * 16 + 8 * (lane / 16);
-  ldmatrix_x4(a, buf + row * kKVRowBytes + col * 2);
-}
-
-// All of them: this warp's k-slice of its row group in registers.
+// Loads this warp's k-slice of its row group from the staged Q rows in `buf` (copy_q, landed
+// and published by a barrier) into registers as mma A fragments.
 template <typename V>
 __device__ __forceinline__ void q_fragments(uint32_t buf, int kgroup, int rgroup,
                                             uint32_t (&qf)[V::kQKMTiles][kKSteps][4]) {
+  const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int mt = 0; mt < V::kQKMTiles; ++mt) {
 #pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) q_fragment<V>(buf, kgroup, rgroup, mt, ks, qf[mt][ks]);
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      const int row = (rgroup * V::kQKMTiles + mt) * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+      const int col = (kgroup * kKSteps + ks) * 16 + 8 * (lane / 16);
+      ldmatrix_x4(qf[mt][ks], buf + row * kKVRowBytes + col * 2);
+    }
   }
 }
 
@@ -310,7 +305,7 @@ __device__ __forceinline__ void qk_partial(uint32_t stage,
       uint32_t kb[4];
       const int tok = tok_base + (lane % 8) + 8 * (lane / 16);
       const int col = (kgroup * kKSteps + ks) * 16 + 8 * ((lane / 8) % 2);
-      ldmatrix_x4(kb, stage + tok * V::kRowBytes + col * 2);
+      ldmatrix_x4(kb, stage + tok * kKVRowBytes + col * 2);
 #pragma unroll
       for (int mt = 0; mt < V::kQKMTiles; ++mt) {
         mma_16816<T>(acc[mt][0], qf[mt][ks], kb[0], kb[1]);
@@ -482,7 +477,7 @@ __device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const floa
       uint32_t vb[4];
       const int tok = ks * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
       const int col = col0 + np * 16 + 8 * (lane / 16);
-      ldmatrix_x4_trans(vb, stage + tok * V::kRowBytes + col * 2);
+      ldmatrix_x4_trans(vb, stage + tok * kKVRowBytes + col * 2);
 #pragma unroll
       for (int mt = 0; mt < V::kOMTiles; ++mt) {
         mma_16816<T>(o[mt][2 * np], pa[mt], vb[0], vb[1]);
