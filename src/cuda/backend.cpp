@@ -150,7 +150,10 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
                 else
                   return cudaErrorInvalidValue;  // fast_mode_variant: never planned
               }
-              return launch.template operator()<KvMode::kE4M3>();
+              if constexpr (cuda::mma::e4m3_variant(cuda::mma::variant_id<V>()))
+                return launch.template operator()<KvMode::kE4M3>();
+              else
+                return cudaErrorInvalidValue;  // e4m3_variant: never planned
             });
   if (err != cudaSuccess)
     return cuda_error(plan.state.wgmma ? "verify_wgmma_kernel launch" : "verify_mma_kernel launch",

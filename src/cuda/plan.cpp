@@ -47,13 +47,16 @@ VariantFacts variant_facts(VariantId v, DType dtype, KvMode mode) {
       return dtype == DType::kBF16 ? verify_ctas_per_sm<__nv_bfloat16, V, kMode>()
                                    : verify_ctas_per_sm<__half, V, kMode>();
     };
+    // Only the instantiated kernels (e4m3_variant, fast_mode_variant); 0 CTAs for the others.
+    constexpr VariantId id = cuda::mma::variant_id<V>();
     int ctas = 0;
-    if (mode == KvMode::kE4M3) {
-      ctas = ctas_for.template operator()<KvMode::kE4M3>();
-    } else if (mode == KvMode::k16) {
+    if (mode == KvMode::k16) {
       ctas = ctas_for.template operator()<KvMode::k16>();
-    } else if constexpr (cuda::mma::fast_mode_variant(cuda::mma::variant_id<V>())) {
-      ctas = ctas_for.template operator()<KvMode::kE4M3Fast>();  // only these are instantiated
+    } else if (mode == KvMode::kE4M3) {
+      if constexpr (cuda::mma::e4m3_variant(id))
+        ctas = ctas_for.template operator()<KvMode::kE4M3>();
+    } else if constexpr (cuda::mma::fast_mode_variant(id)) {
+      ctas = ctas_for.template operator()<KvMode::kE4M3Fast>();
     }
     return VariantFacts{V::kRows, V::kTokens, V::kSmemBytes,  ctas,
                         V::kBulk, V::kHalves, variant_name(v)};

@@ -98,6 +98,21 @@ TEST(TileConfig, TablesSelectTheirVariants) {
   EXPECT_FALSE(table_selects(75, VariantId::kSmall));
 }
 
+// Exact mode on an e4m3 cache has a kernel instance for what the tables choose for it:
+// everything but the bulk-copy decode variant of 16-bit caches.
+TEST(TileConfig, E4M3VariantsAreWhatTheTablesChooseForE4M3) {
+  for (VariantId id : kAllIds) {
+    bool chosen = false;
+    for (int arch : kRelease)
+      for (int rows : {1, 16, 17, 32, 33, 64, 1000})
+        chosen = chosen || choose_variant(arch, rows, true) == id;
+    EXPECT_EQ(e4m3_variant(id), chosen) << "variant " << static_cast<int>(id);
+  }
+  EXPECT_FALSE(e4m3_variant(VariantId::kSmallBulk));
+  EXPECT_TRUE(e4m3_variant(VariantId::kSmall));
+  EXPECT_TRUE(e4m3_variant(VariantId::kWide3T16));
+}
+
 // A release build compiles for each architecture exactly its table's variants; with
 // TREEVERIFY_ALL_VARIANTS every one that fits.
 TEST(TileConfig, ReleaseBuildCompilesEachArchitecturesTable) {

@@ -244,6 +244,17 @@ constexpr VariantId variant_id() {
   return VariantId::kNone;
 }
 
+// Whether an e4m3 cache in exact mode (KvMode::kE4M3) has variant `id`: those some table
+// selects for an e4m3 cache (choose_variant with e4m3: `small_e4m3`, `large`, `wide`; a forced
+// row count picks among the same). Only these have an exact-mode kernel instance; r16-s2-bulk
+// (decode on 16-bit caches, sm_90/100) has none.
+constexpr bool e4m3_variant(VariantId id) {
+  for (const TileConfig& c : kTileConfigs)
+    for (int rows : {16, 32, 33})
+      if (choose_variant(c.arch, rows, true) == id) return true;
+  return false;
+}
+
 // Whether fast mode (KvMode::kE4M3Fast) has variant `id`: those of the tables of the
 // architectures with native e4m3 products (16 and 32 rows of 32-token tiles, 64 rows of
 // 16-token tiles; fp8_ops.cuh handles neither halves nor bulk copies).
