@@ -97,38 +97,55 @@ __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, floa
 // holds codes 128 j .. 128 j + 127 of each row r in its 128 bytes of row r, unswizzled (block
 // 8: codes 512-575, then 64 bytes of zeros or nothing), blocks 2 j + 1 nothing. Widened in
 // place into fp16 in wgmma's layout (exact: every e4m3 value is an fp16 value; the cache's
-// scale goes to the scores and the output instead). Producer thread pt widens 16 codes (unit
-// pt % 8 of those 128 bytes) of rows pt / 8 + kRowStep i, the unit it copied with cp.async:
-// the 8 lanes of a row read its codes before any of them writes (a __syncwarp between), and
-// no row's codes lie in another row's bytes, so no other barrier is needed. A warp's read
-// takes 4 whole rows (4 wavefronts for 512 bytes), and so do its writes.
-template <int kRowsEach, int kRowStep>
-__device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int r0) {
-  const int u = static_cast<int>(threadIdx.x) % 8;
-  __syncwarp();  // cp.async: the lanes' copies of the warp's rows, landed for each, seen by all
-#pragma unroll 1
+// scale goes to the scores and the output instead), half the rows by the producer warpgroup
+// and half by the consumer warpgroup that scores the tile, each once the
+// stage's "codes landed" mbarrier says every copy has landed. Thread t of a warpgroup widens
+// 16 codes (unit t % 8 of those 128 bytes) of rows r0 + 16 i (i < 2; r0 = t % 128 / 8 + 32
+// `half`: 0 for the producer, 1 for the consumers): the 8 lanes of a row read its codes before any
+// of them writes (a __syncwarp between), and no row's codes lie in another row's bytes, so no other
+// barrier is needed. A warp's read takes 4 whole rows (4 wavefronts for 512 bytes), and so do its
+// writes. Branch-free (predicated stores) and, for the consumers (kUnrolled), fully unrolled,
+// so that they can run it while their P V wgmma is in flight (ptxas serializes every wgmma in
+// flight across a branch or a loop's back edge: C7514); the producer's 40 registers keep the
+// loop (unrolled, they spill).
+inline constexpr int kWidenRows = 2, kWidenRowStep = 16;
+template <bool kUnrolled>
+__device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
+  // The thread's row and unit from %tid.x read here (volatile), not kept from elsewhere: the
+  // consumers, whose O holds 128 registers, spilled addresses hoisted out of their loop.
+  uint32_t tid;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
+  const uint32_t u = tid % 8, r0 = tid % 128 / 8 + 32 * half;
+  // Rows r0 + 16 i share r0 % 8, so their swizzled units do too: codes 16 u .. 16 u + 15 go to
+  // units 2 (u % 4) + h of block 2 j + u / 4 (past block 8, for j = 4 and u >= 4, the stores
+  // are predicated off, so their addresses do not matter).
+  const uint32_t ld = stage + r0 * 128 + u * 16;
+  const uint32_t st = stage + (u / 4) * Tile::kBlockBytes + r0 * 128;
+  const uint32_t unit = (2 * (u % 4)) ^ (r0 % 8);
+#pragma unroll(kUnrolled ? 5 : 1)
   for (int j = 0; j < (kQKDim + 127) / 128; ++j) {
-    const int kb = 2 * j + u / 4;  // the block codes 16 u .. 16 u + 15 belong to
+    const uint32_t live = 2 * j + u / 4 < kQKDim / 64;  // not the bytes past block 8
+    uint32_t x[kWidenRows][4];
 #pragma unroll
-    for (int i = 0; i < kRowsEach; ++i) {
-      const int r = r0 + kRowStep * i;
-      uint32_t x[4];
+    for (int i = 0; i < kWidenRows; ++i)
       asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
-                   : "r"(stage + 2 * j * Tile::kBlockBytes + r * 128 + u * 16)
+                   : "=r"(x[i][0]), "=r"(x[i][1]), "=r"(x[i][2]), "=r"(x[i][3])
+                   : "r"(ld + 2 * j * Tile::kBlockBytes + kWidenRowStep * i * 128)
                    : "memory");
-      __syncwarp();
-      if (kb < kQKDim / 64) {  // not the bytes past block 8
+    __syncwarp();
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          uint32_t o[4];
-          mma::e4m3x4_to_f16x2x2(x[2 * h], o[0], o[1]);
-          mma::e4m3x4_to_f16x2x2(x[2 * h + 1], o[2], o[3]);
-          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                           stage + tile_offset(r, kb, 2 * (u % 4) + h)),
-                       "r"(o[0]), "r"(o[1]), "r"(o[2]), "r"(o[3])
-                       : "memory");
-        }
+    for (int i = 0; i < kWidenRows; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t o[4];
+        mma::e4m3x4_to_f16x2x2(x[i][2 * h], o[0], o[1]);
+        mma::e4m3x4_to_f16x2x2(x[i][2 * h + 1], o[2], o[3]);
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.u32 p, %5, 0;\n"
+            "@p st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n}\n" ::"r"(
+                st + 2 * j * Tile::kBlockBytes + kWidenRowStep * i * 128 + ((unit ^ h) << 4)),
+            "r"(o[0]), "r"(o[1]), "r"(o[2]), "r"(o[3]), "r"(live)
+            : "memory");
       }
     }
   }
@@ -142,14 +159,16 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int r0) {
 //   (cp.async.mbarrier.arrive). Rows past the chunk are zero filled, so masked
 //   probabilities multiply finite values.
 // - e4m3: the codes are staged as widen_e4m3_rows reads them (by cp.async: 16 codes a
-//   thread, the same rows and units), each thread waits for them, widens its part and
-//   arrives.
+//   thread, the same rows and units), arriving on the stage's "codes landed" mbarrier
+//   (cp.async.mbarrier.arrive); each thread waits there, widens its rows of the producer's
+//   half and arrives on the full barrier, as the scoring warpgroup's threads do for the
+//   other half.
 // - kTma (pages of 64 rows or more; `kv_map` from kv_tensor_map.h): a whole tile within one
 //   page goes by TMA instead. 16-bit: producer thread 0 announces the tile's 73728 bytes on
 //   the full barrier and issues the 9 tensor copies of its 64-value blocks (each lands in the
 //   block's 128-byte swizzle), and the other producer threads arrive without copying. e4m3:
-//   thread 0 issues 5 copies of 128 codes x 64 rows on the stage's "codes landed" barrier,
-//   where every producer thread waits before widening. A chunk's partial last tile, and
+//   thread 0 issues 5 copies of 128 codes x 64 rows on the stage's "codes landed" barrier
+//   (the other producer threads arrive there without copying). A chunk's partial last tile, and
 //   tiles that straddle two pages (forced chunk lengths of an odd number of 32-token tiles),
 //   keep cp.async: their rows past the chunk must be zero, not whatever the page holds.
 // The page-table entries of tile t + 1 are read while tile t's copies go out. (One warp
@@ -177,7 +196,6 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
   };
   int32_t next[kRowsEach];
   page_ids(0, next);
-  uint32_t landed_phase = 0;  // e4m3 with kTma: bit s, the parity of stage s's next landing
   for (int tile = 0; tile < n_tiles; ++tile) {
     int32_t ids[kRowsEach];
 #pragma unroll
@@ -206,17 +224,17 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
         continue;
       }
     }
+    const uint32_t landed = s_base + Tile::kLandedOffset + 8 * s;
     if (kE4M3 && whole) {
       constexpr int kBoxes = (kQKDim + 127) / 128;
-      const uint32_t landed = s_base + Tile::kLandedOffset + 8 * s;
       if (pt == 0) {
         mbar_arrive_expect_tx(landed, kBoxes * 128 * Tile::kTokens);  // the zeros included
 #pragma unroll
         for (int j = 0; j < kBoxes; ++j)
           tma_load_3d(stage + 2 * j * Tile::kBlockBytes, kv_map, 128 * j, row, ids[0], landed);
+      } else {
+        mbar_arrive(landed);
       }
-      mbar_wait(landed, (landed_phase >> s) & 1);
-      landed_phase ^= 1u << s;
     } else {
 #pragma unroll
       for (int i = 0; i < kRowsEach; ++i) {
@@ -244,14 +262,14 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
             cp_async_16(stage + tile_offset(r, kb, u), src + kb * 128, bytes);
         }
       }
-      if constexpr (kE4M3) {
-        cp_async_commit();
-        cp_async_wait<0>();  // this thread's codes have landed
-      }
+      if constexpr (kE4M3) cp_async_mbar_arrive(landed);  // when this thread's codes land
     }
     if constexpr (kE4M3) {
-      widen_e4m3_rows<kRowsEach, kRowStep>(stage, r0);
-      fence_proxy_async();  // the fp16 tile, for wgmma's reads
+      // Every copy of the tile has landed (the consumers' half of the rows too, which the
+      // warpgroup that scores the tile widens: widen_own_half in verify_wgmma.cuh).
+      mbar_wait(landed, (tile / Tile::kStages) & 1);
+      widen_e4m3_rows<false>(stage, 0);
+      fence_proxy_async();  // the fp16 rows, for wgmma's reads
       mbar_arrive(full);
     } else {
       cp_async_mbar_arrive(full);

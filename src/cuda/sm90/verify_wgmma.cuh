@@ -22,11 +22,11 @@
 // one-chunk request writes out/lse, a split one an fp32 partial and its lse (log2) for the
 // combine kernel, and rows that come out non-finite are recomputed exactly
 // (cuda/mma/nonfinite.cuh).
-// On an e4m3 cache (exact mode, kE4M3) the products are fp16: the producer widens each tile's
-// codes in shared memory (operands.cuh), Q is rescaled a row by a power of two into fp16, the
-// scores take that factor times kv_scale and O takes kv_scale: the portable kernel's exact
-// mode (cuda/mma/fp8_ops.cuh), on wgmma.
-// Figures and limits: DESIGN_NOTES.md beside this file.
+// On an e4m3 cache (exact mode, kE4M3) the products are fp16: the producer and the warpgroup
+// that scores a tile each widen half of its codes in shared memory (operands.cuh), Q is rescaled a
+// row by a power of two into fp16, the scores take that factor times kv_scale and O takes kv_scale:
+// the portable kernel's exact mode (cuda/mma/fp8_ops.cuh), on wgmma. Figures and limits:
+// DESIGN_NOTES.md beside this file.
 #pragma once
 
 #include <type_traits>
@@ -44,6 +44,9 @@ namespace treeverify::cuda::sm90 {
 // mma::recompute_nan_rows, which the epilogue calls, spreads a CTA's rows over the portable
 // kernel's 8 warps: the consumer warps here.
 static_assert(Tile::kConsumerThreads == mma::kThreads);
+// Tile t is scored by warpgroup t % 2 and lands in stage t % 2: on an e4m3 cache a stage's full
+// barrier counts the threads of the one warpgroup that widens half of its rows.
+static_assert(Tile::kStages == Tile::kWarpgroups);
 
 // The consumer warpgroups' barrier (named barrier 1; the producer warpgroup never joins it).
 __device__ __forceinline__ void consumer_sync() { named_barrier_sync<1, Tile::kConsumerThreads>(); }
@@ -210,10 +213,10 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
 }
 
 // Consumer warpgroup kWg's pass over the chunk's tiles, O_g into o (module comment above); M is
-// the products' type (the query's, or fp16 on an e4m3 cache). A template on the warpgroup so
-// that each pass is one straight line of wgmma per tile kind: ptxas serializes every wgmma
-// (C7520) when one stays in flight across a branch whose sides issue different ones.
-template <typename M, int kWg>
+// the products' type (the query's, or fp16 on an e4m3 cache, kE4M3). A template on the
+// warpgroup so that each pass is one straight line of wgmma per tile kind: ptxas serializes
+// every wgmma (C7520) when one stays in flight across a branch whose sides issue different ones.
+template <typename M, int kWg, bool kE4M3>
 __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
                                         uint8_t* smem, Rows& rows, float (&o)[128]) {
   const uint32_t s_base = smem_addr(smem);
@@ -240,6 +243,14 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     fence_proxy_async();
   };
   auto stage = [&](int t) { return s_base + (t % Tile::kStages) * Tile::kStageBytes; };
+  // e4m3: the warpgroup that scores tile t widens rows 32-63 of its codes once they have landed
+  // (the producer widens rows 0-31) and arrives on its full mbarrier beside the producer.
+  auto widen_own_half = [&](int t) {
+    mbar_wait(s_base + Tile::kLandedOffset + 8 * (t % Tile::kStages), (t / Tile::kStages) & 1);
+    widen_e4m3_rows<true>(stage(t), 1);
+    fence_proxy_async();  // the fp16 rows, for wgmma's reads
+    mbar_arrive(s_base + Tile::kFullOffset + 8 * (t % Tile::kStages));
+  };
   // V of tile t, this warpgroup's 256 columns, N-major.
   auto v_desc = [&](int t) {
     return smem_desc<Swizzle::k128B>(stage(t) + 4 * kWg * Tile::kBlockBytes, Tile::kBlockBytes,
@@ -253,6 +264,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // 24-35 run into the second again: chains of 12, summed in fp32, at the cost of one wait.
   auto scores = [&](int t, float(&sv)[32]) {
     constexpr int kSteps = kQKDim / 16, kSplit = 24;
+    if constexpr (kE4M3) widen_own_half(t);
     wait_tile(t);
     const uint64_t k_desc = smem_desc<Swizzle::k128B>(stage(t), 16, 1024);
     // The k steps' descriptors are made one after the other, each from the last through an
@@ -389,14 +401,20 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int n_tiles = (w.tok_end - w.tok_begin + Tile::kTokens - 1) / Tile::kTokens;
   if (threadIdx.x == 0) {
+    // A stage's full barrier: the producer's threads, and on an e4m3 cache the threads of the
+    // consumer warpgroup that scores its tiles (tile t is warpgroup t % 2's and stage t % 2's),
+    // which widen half of each tile's rows (operands.cuh).
+    constexpr int kProducers = Tile::kThreads - Tile::kConsumerThreads;
     for (int s = 0; s < Tile::kStages; ++s) {
-      mbar_init(s_base + Tile::kFullOffset + 8 * s, Tile::kThreads - Tile::kConsumerThreads);
+      mbar_init(s_base + Tile::kFullOffset + 8 * s,
+                kProducers + (kE4M3 ? Tile::kConsumerThreads / Tile::kWarpgroups : 0));
       mbar_init(s_base + Tile::kEmptyOffset + 8 * s, Tile::kConsumerThreads / 32);
     }
     for (int g = 0; g < Tile::kWarpgroups; ++g)
       mbar_init(s_base + Tile::kPReadyOffset + 8 * g, Tile::kConsumerThreads / Tile::kWarpgroups);
-    if constexpr (kE4M3 && kTma)
-      for (int s = 0; s < Tile::kStages; ++s) mbar_init(s_base + Tile::kLandedOffset + 8 * s, 1);
+    if constexpr (kE4M3)  // every producer thread arrives, by TMA or when its cp.async land
+      for (int s = 0; s < Tile::kStages; ++s)
+        mbar_init(s_base + Tile::kLandedOffset + 8 * s, kProducers);
     mbar_init_fence();
   }
   __syncthreads();  // the mbarriers; the last barrier the producer warpgroup joins
@@ -436,9 +454,9 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   for (int h = 0; h < 2; ++h) rows.scale_log2[h] = p.scale_log2 * (kE4M3 ? s_lse[rows.r[h]] : 1.f);
 
   if (wg == 0)
-    consume<M, 0>(p, w, n_tiles, smem, rows, o);
+    consume<M, 0, kE4M3>(p, w, n_tiles, smem, rows, o);
   else
-    consume<M, 1>(p, w, n_tiles, smem, rows, o);
+    consume<M, 1, kE4M3>(p, w, n_tiles, smem, rows, o);
   epilogue<T>(p, w, rows, o, wg, v_scale, s_sum, s_lse, s_inv_l);
   consumer_sync();  // the epilogue's stores and its NaN rows in s_lse
   // Every tile has landed (each was waited for), so the stages are free for its rows' O.
