@@ -32,13 +32,6 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 #endif
 }
 
-// `count` arrivals on the mbarrier's current phase (one thread standing in for others).
-__device__ __forceinline__ void mbar_arrive_count(uint32_t bar, uint32_t count) {
-#if TV_HAS_BULK_COPY
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-#endif
-}
-
 // One arrival, made when every cp.async this thread issued before it has landed (the
 // mbarrier's count includes it: .noinc).
 __device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {

@@ -268,13 +268,9 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
       // Every copy of the tile has landed (the consumers' half of the rows too, which the
       // warpgroup that scores the tile widens: widen_own_half in verify_wgmma.cuh).
       mbar_wait(landed, (tile / Tile::kStages) & 1);
-      // A stage's first tile (the chunk's first two, while the consumers rescale Q) whole,
-      // arriving for the scoring warpgroup's threads too.
-      const bool whole_widen = tile < Tile::kStages;
       widen_e4m3_rows<false>(stage, 0);
-      if (whole_widen) widen_e4m3_rows<false>(stage, 1);
       fence_proxy_async();  // the fp16 rows, for wgmma's reads
-      mbar_arrive_count(full, whole_widen ? 2 : 1);
+      mbar_arrive(full);
     } else {
       cp_async_mbar_arrive(full);
     }

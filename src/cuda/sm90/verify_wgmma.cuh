@@ -262,12 +262,9 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // mma.sync chains are 9 steps, 144 deep) and two of 18 up to 9.1e-6 (fp16). Two accumulators
   // (a third, beside O, spills): steps 0-23 alternate between them and are summed, then steps
   // 24-35 run into the second again: chains of 12, summed in fp32, at the cost of one wait.
-  // `widen`: a literal at each call (tiles 0 and 1, whose codes the producer widens whole,
-  // pass false), so no branch remains.
-  auto scores = [&](int t, float(&sv)[32], bool widen) {
+  auto scores = [&](int t, float(&sv)[32]) {
     constexpr int kSteps = kQKDim / 16, kSplit = 24;
-    if constexpr (kE4M3)
-      if (widen) widen_own_half(t);
+    if constexpr (kE4M3) widen_own_half(t);
     wait_tile(t);
     const uint64_t k_desc = smem_desc<Swizzle::k128B>(stage(t), 16, 1024);
     // The k steps' descriptors are made one after the other, each from the last through an
@@ -363,31 +360,19 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   int own = kWg;
   if constexpr (kWg == 0) {  // tile 0 comes first
     if (n_tiles > 0) {
-      scores(0, sv, false);
+      scores(0, sv);
       softmax_tile<M>(p, w, sv, first(0), rows, alpha, pa);
       pv_mine(pa, alpha, 0);
       finish(0);
     }
     own = 2;
   }
-  if constexpr (kE4M3 && kWg == 1) {  // tile 1, which the producer widens whole: the loop's
-    if (n_tiles > 1) {                // first pass without the scorer's widening
-      pv_theirs(0);
-      scores(1, sv, false);
-      fence_accumulators(o);
-      release(0);
-      softmax_tile<M>(p, w, sv, first(1), rows, alpha, pa);
-      pv_mine(pa, alpha, 1);
-      finish(1);
-      own = 3;
-    }
-  }
   // (the other's tile own - 1, this one's): own's scores run beside the P V of own - 1.
   // (Taking them before waiting for the other warpgroup's P of own - 1 puts the copy of own,
   // whose stage own - 2 has just left, on the critical path: H200 V4 3.46 ms against 2.8.)
   for (; own < n_tiles; own += 2) {
     pv_theirs(own - 1);
-    scores(own, sv, true);  // its waits cover the P V of own - 1
+    scores(own, sv);  // its waits cover the P V of own - 1
     fence_accumulators(o);
     release(own - 1);  // the P V of own - 1 done: also frees P's buffer
     softmax_tile<M>(p, w, sv, first(own), rows, alpha, pa);
