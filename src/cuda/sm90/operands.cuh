@@ -98,16 +98,16 @@ __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, floa
 // 8: codes 512-575, then 64 bytes of zeros or nothing), blocks 2 j + 1 nothing. Widened in
 // place into fp16 in wgmma's layout (exact: every e4m3 value is an fp16 value; the cache's
 // scale goes to the scores and the output instead), half the rows by the producer warpgroup
-// and half by the consumer warpgroup that scores the tile, each once the
-// stage's "codes landed" mbarrier says every copy has landed. Thread t of a warpgroup widens
-// 16 codes (unit t % 8 of those 128 bytes) of rows r0 + 16 i (i < 2; r0 = t % 128 / 8 + 32
-// `half`: 0 for the producer, 1 for the consumers): the 8 lanes of a row read its codes before any
-// of them writes (a __syncwarp between), and no row's codes lie in another row's bytes, so no other
-// barrier is needed. A warp's read takes 4 whole rows (4 wavefronts for 512 bytes), and so do its
-// writes. Branch-free (predicated stores) and, for the consumers (kUnrolled), fully unrolled,
-// so that they can run it while their P V wgmma is in flight (ptxas serializes every wgmma in
-// flight across a branch or a loop's back edge: C7514); the producer's 40 registers keep the
-// loop (unrolled, they spill).
+// and half by the consumer warpgroup that scores the tile, each once the stage's "codes
+// landed" mbarrier says every copy has landed. Thread t of a warpgroup widens 16 codes (unit
+// t % 8 of those 128 bytes) of rows r0 + 16 i (i < 2; r0 = t % 128 / 8 + 32 `half`: 0 for the
+// producer, 1 for the consumers): the 8 lanes of a row read its codes before any of them
+// writes (a __syncwarp between), and no row's codes lie in another row's bytes, so no other
+// barrier is needed. A warp's read takes 4 whole rows (4 wavefronts for 512 bytes), and so do
+// its writes. Branch-free (predicated stores) and, for the consumers (kUnrolled), fully
+// unrolled, so that they can run it while their P V wgmma is in flight (ptxas serializes every
+// wgmma in flight across a branch or a loop's back edge: C7514); the producer's 40 registers
+// keep the loop.
 inline constexpr int kWidenRows = 2, kWidenRowStep = 16;
 template <bool kUnrolled>
 __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
@@ -168,8 +168,8 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 //   the full barrier and issues the 9 tensor copies of its 64-value blocks (each lands in the
 //   block's 128-byte swizzle), and the other producer threads arrive without copying. e4m3:
 //   thread 0 issues 5 copies of 128 codes x 64 rows on the stage's "codes landed" barrier
-//   (the other producer threads arrive there without copying). A chunk's partial last tile, and
-//   tiles that straddle two pages (forced chunk lengths of an odd number of 32-token tiles),
+//   (the other producer threads arrive there without copying). A chunk's partial last tile,
+//   and tiles that straddle two pages (forced chunk lengths of an odd number of 32-token tiles),
 //   keep cp.async: their rows past the chunk must be zero, not whatever the page holds.
 // The page-table entries of tile t + 1 are read while tile t's copies go out. (One warp
 // issuing every copy took about 4 us a tile on the H200; the warpgroup shares them. Splitting

@@ -22,11 +22,11 @@
 // one-chunk request writes out/lse, a split one an fp32 partial and its lse (log2) for the
 // combine kernel, and rows that come out non-finite are recomputed exactly
 // (cuda/mma/nonfinite.cuh).
-// On an e4m3 cache (exact mode, kE4M3) the products are fp16: the producer and the warpgroup
-// that scores a tile each widen half of its codes in shared memory (operands.cuh), Q is rescaled a
-// row by a power of two into fp16, the scores take that factor times kv_scale and O takes kv_scale:
-// the portable kernel's exact mode (cuda/mma/fp8_ops.cuh), on wgmma. Figures and limits:
-// DESIGN_NOTES.md beside this file.
+// On an e4m3 cache (exact mode, kE4M3) the products are fp16: the producer and the
+// warpgroup that scores a tile each widen half of its codes in shared memory (operands.cuh), Q
+// is rescaled a row by a power of two into fp16, the scores take that factor times kv_scale
+// and O takes kv_scale: the portable kernel's exact mode (cuda/mma/fp8_ops.cuh), on wgmma.
+// Figures and limits: DESIGN_NOTES.md beside this file.
 #pragma once
 
 #include <type_traits>
