@@ -75,13 +75,11 @@ struct Variant {
   static constexpr int o_col0(int warp) {
     return kHalves ? (warp % kWarpsPerHalf) * kOCols : warp * kOCols;
   }
-  // Exact mode on an e4m3 cache: the 32-row variants widen K and V to fp16 in registers after
-  // each ldmatrix (fp8_ops.cuh); the 64-row ones, at 255 registers, spilled 8-48 bytes that way
-  // on sm_90, sm_100 or sm_120 (nvcc 13.0, 2026-12-01), so they widen each tile to fp16 in
-  // shared memory first (dequantize_tile), and (experiment) so do the 16-row ones: in registers
-  // they widen each value twice (as K for the scores, as V for P V) and e4m3 decode is bound
-  // by its instructions (DESIGN_NOTES.md). Same products, same results.
-  static constexpr bool kE4M3InRegisters = kMTiles == 2;
+  // Exact mode on an e4m3 cache: the 16 and 32-row variants widen K and V to fp16 in registers
+  // after each ldmatrix (fp8_ops.cuh); the 64-row ones, at 255 registers, spilled 8-48 bytes
+  // that way on sm_90, sm_100 or sm_120 (nvcc 13.0, 2026-12-01), so they widen each tile to
+  // fp16 in shared memory first (dequantize_tile). Same products, same results.
+  static constexpr bool kE4M3InRegisters = kMTiles < 4;
   // 16-row CTAs fit in 128 registers a thread: ask for two CTAs per SM to hide latency.
   static constexpr int kMinBlocks = kMTiles == 1 ? 2 : 1;
   // Score product: m16 tiles of Q a warp holds, how the two warps of a k-group split the CTA
