@@ -28,8 +28,9 @@
 #   layers    61 runs of one plan (a step's layers) on S1, S3, V1 and D2: enqueue cost per
 #             run, GPU time, step data rebuilt by every run, and a CUDA graph replay
 #   sass      ncu: warp-stall samples per SASS instruction of the main kernel on V4 (L cut
-#             to 65536), as csv (sass.csv) and the 40 instructions with the most samples
-#             (KERNEL=verify_wgmma: the wgmma kernel's)
+#             to 65536), as csv (sass.csv), the 40 instructions with the most samples and the
+#             samples summed by mbarrier wait and opcode (KERNEL=verify_wgmma: the wgmma
+#             kernel's; SASS_CASE: other bench flags, e.g. --kv-format e4m3)
 #   wgsan     the wgmma kernel (the device's own choice only) under memcheck, over the GpuVerify
 #             and GpuE4M3 tests that run it, and racecheck, over EveryVariant, GpuNonFinite's and
 #             GpuE4M3's outlier channels (each tool
@@ -290,4 +291,6 @@ if want sass; then
   ncu --import "$out/sass$tag.ncu-rep" --page source --print-source sass --csv >"$out/sass$tag.csv" 2>&1
   rm -f "$out/sass$tag.ncu-rep"
   python3 scripts/sass_hotspots.py "$out/sass$tag.csv" 40 | tee "$out/sass_top$tag.txt"
+  # The same samples summed by mbarrier wait (offsets: the kernel's shared-memory map) and opcode.
+  python3 scripts/sass_waits.py "$out/sass$tag.csv" 25 | tee "$out/sass_waits$tag.txt"
 fi
