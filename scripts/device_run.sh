@@ -292,5 +292,5 @@ if want sass; then
   rm -f "$out/sass$tag.ncu-rep"
   python3 scripts/sass_hotspots.py "$out/sass$tag.csv" 40 | tee "$out/sass_top$tag.txt"
   # The same samples summed by mbarrier wait (offsets: the kernel's shared-memory map) and opcode.
-  python3 scripts/sass_waits.py "$out/sass$tag.csv" 25 | tee "$out/sass_waits$tag.txt"
+  python3 scripts/sass_hotspots.py --waits "$out/sass$tag.csv" 25 | tee "$out/sass_waits$tag.txt"
 fi

@@ -1,13 +1,27 @@
 #!/usr/bin/env python3
-"""The SASS instructions of an `ncu --page source --print-source sass --csv` export with the
-most warp-stall samples, with the stall reasons that make up each.
-Usage: sass_hotspots.py SASS_CSV [N]"""
+"""Where a kernel's warps wait, from an `ncu --page source --print-source sass --csv` export.
+Default: the SASS instructions with the most warp-stall samples, with the stall reasons that
+make up each. --waits: the samples summed by mbarrier wait (a try-wait and the retry branch
+after it, keyed by the mbarrier's shared-memory offset as the SASS names it: the kernel's map,
+e.g. src/cuda/sm90/tile.h, says which barrier that is) and, for every other instruction, by
+opcode.
+Usage: sass_hotspots.py [--waits] SASS_CSV [N]   (N: rows to print; default 40, --waits 25)"""
 import csv
+import re
 import sys
 
+TRY_WAIT = re.compile(r"SYNCS\.PHASECHK\S*\s.*\[[^\]]*?(0x[0-9a-f]+)\]", re.IGNORECASE)
 
-def main() -> None:
-    path, n = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 40
+
+def num(v: str) -> float:
+    try:
+        return float(v.replace(",", ""))
+    except ValueError:
+        return 0.0
+
+
+def load(path: str) -> tuple[list[dict], str]:
+    """The export's rows, in address order, and the name of its all-samples column."""
     with open(path, newline="") as f:
         lines = f.readlines()
     # ncu prints a few lines before the csv header; the header names the "Source" column.
@@ -15,16 +29,11 @@ def main() -> None:
     rows = list(csv.DictReader(lines[start:]))
     if not rows:
         sys.exit("no rows")
-    cols = rows[0].keys()
-    total_col = next(c for c in cols if c.startswith("Warp Stall Sampling (All"))
-    reason_cols = [c for c in cols if c.startswith("stall_") or "Stall Reasons" in c]
+    return rows, next(c for c in rows[0].keys() if c.startswith("Warp Stall Sampling (All"))
 
-    def num(v: str) -> float:
-        try:
-            return float(v.replace(",", ""))
-        except ValueError:
-            return 0.0
 
+def hotspots(rows: list[dict], total_col: str, n: int) -> None:
+    reason_cols = [c for c in rows[0].keys() if c.startswith("stall_") or "Stall Reasons" in c]
     total = sum(num(r[total_col]) for r in rows) or 1.0
     print(f"{len(rows)} instructions, {total:.0f} stall samples; top {n}:")
     for r in sorted(rows, key=lambda r: -num(r[total_col]))[:n]:
@@ -32,6 +41,44 @@ def main() -> None:
         why = ", ".join(f"{c.replace('stall_', '')} {v:.0f}" for v, c in reasons if v > 0)
         addr = r.get("Address", "")
         print(f"{100 * num(r[total_col]) / total:5.1f}%  {addr:>6}  {r.get('Source', '')[:60]:60}  {why}")
+
+
+def opcode(source: str) -> str:
+    words = source.split()
+    if words and words[0].startswith("@"):
+        words = words[1:]
+    return words[0].split(".")[0] if words else "?"
+
+
+def waits(rows: list[dict], total_col: str, n: int) -> None:
+    sums: dict[str, float] = {}
+    wait, after = None, 99  # the last try-wait's key, instructions since it
+    for r in rows:
+        source, samples = r.get("Source", ""), num(r[total_col])
+        m = TRY_WAIT.search(source)
+        if m:
+            wait, after = f"mbarrier wait +{m.group(1)}", 0
+            key = wait
+        elif wait and after < 2 and opcode(source) == "BRA":
+            key = wait  # the branch that retries the wait
+        else:
+            key = opcode(source)
+        after += 1
+        sums[key] = sums.get(key, 0.0) + samples
+    total = sum(sums.values()) or 1.0
+    print(f"{total:.0f} stall samples; by mbarrier wait and by opcode (top {n}):")
+    for key, v in sorted(sums.items(), key=lambda kv: -kv[1])[:n]:
+        print(f"  {key:<26} {v:9.0f} {100 * v / total:5.1f}%")
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    by_wait = bool(args) and args[0] == "--waits"
+    if by_wait:
+        args = args[1:]
+    rows, total_col = load(args[0])
+    n = int(args[1]) if len(args) > 1 else (25 if by_wait else 40)
+    (waits if by_wait else hotspots)(rows, total_col, n)
 
 
 if __name__ == "__main__":
