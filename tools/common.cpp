@@ -13,6 +13,22 @@
 
 namespace treeverify::cli {
 
+void add_planning_flags(CLI::App* app, CaseFlags* f) {
+  app->add_option("--suite", f->suite_file, "suite JSON file instead of the built-in one")
+      ->check(CLI::ExistingFile);
+  app->add_option("--backend", f->backend, "auto, cpu-reference, cpu-fast or cuda-mma")
+      ->capture_default_str();
+  app->add_option("--kv-format,--kv-dtype", f->kv_format,
+                  "KV cache of every case: same (the q dtype) or e4m3 (products as --precision "
+                  "says); --kv-dtype is another name for it")
+      ->capture_default_str();
+  app->add_option("--precision", f->precision,
+                  "e4m3 caches: exact (codes widened, fp16 products) or fast (Q and P rounded to "
+                  "e4m3, FP8 products where the GPU has them; elsewhere the plan runs exact and "
+                  "says why)")
+      ->capture_default_str();
+}
+
 void add_case_flags(CLI::App* app, CaseFlags* f) {
   app->add_option("--config-arch", f->config_arch,
                   "CUDA: force the tile configuration of this SM version (e.g. 120 on an H200)");
@@ -30,23 +46,11 @@ void add_case_flags(CLI::App* app, CaseFlags* f) {
                   "schedule's choice (tuning; bench takes several and runs each case with each)")
       ->delimiter(',')
       ->allow_extra_args(false);
-  app->add_option("--suite", f->suite_file, "suite JSON file instead of the built-in one")
-      ->check(CLI::ExistingFile);
-  app->add_option("--backend", f->backend, "auto, cpu-reference, cpu-fast or cuda-mma")
-      ->capture_default_str();
+  add_planning_flags(app, f);
   app->add_option("--scale-l", f->scale_l,
                   "multiply every prefix length L by this factor in (0, 1], or 'auto'")
       ->capture_default_str();
   app->add_option("--seed", f->seed, "random seed of the case data (default: the case's)");
-  app->add_option("--kv-format,--kv-dtype", f->kv_format,
-                  "KV cache of every case: same (the q dtype) or e4m3 (products as --precision "
-                  "says); --kv-dtype is another name for it")
-      ->capture_default_str();
-  app->add_option("--precision", f->precision,
-                  "e4m3 caches: exact (codes widened, fp16 products) or fast (Q and P rounded to "
-                  "e4m3, FP8 products where the GPU has them; elsewhere the plan runs exact and "
-                  "says why)")
-      ->capture_default_str();
   auto* g = app->add_option_group("custom case", "a case given by flags instead of a suite name");
   g->add_option("--tree", f->tree, "T: one value, or one per request");
   g->add_option("--prefix", f->prefix, "L: one value, or one per request");

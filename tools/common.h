@@ -36,6 +36,9 @@ struct CaseFlags {
   bool force_tma = false;         // CUDA: ... or by TMA wherever it can, at any row count
   std::vector<int> chunk_tokens;  // CUDA: force the split's chunk length (bench: each in turn)
 };
+// What plans the cases (bench, check and doctor): --suite, --backend, --kv-format, --precision.
+void add_planning_flags(CLI::App* app, CaseFlags* flags);
+// add_planning_flags and the rest of bench's and check's case flags.
 void add_case_flags(CLI::App* app, CaseFlags* flags);
 Status resolve_cases(const CaseFlags& flags, std::vector<SuiteCase>* cases);
 

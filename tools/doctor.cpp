@@ -302,17 +302,7 @@ void add_doctor_command(CLI::App* app, int* exit_code) {
   CLI::App* cmd = app->add_subcommand(
       "doctor", "build info, GPUs, and which backend and kernel each suite case gets here");
   cmd->add_flag("--json", flags->json, "machine-readable output");
-  cmd->add_option("--suite", flags->cases.suite_file, "suite JSON file instead of the built-in one")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--backend", flags->cases.backend, "plan the cases for this backend")
-      ->capture_default_str();
-  cmd->add_option("--kv-format,--kv-dtype", flags->cases.kv_format,
-                  "plan the cases with this KV cache: same (the q dtype) or e4m3")
-      ->capture_default_str();
-  cmd->add_option("--precision", flags->cases.precision,
-                  "e4m3 caches: plan the cases for exact or fast products (the plans say which "
-                  "runs and why)")
-      ->capture_default_str();
+  add_planning_flags(cmd, &flags->cases);
   cmd->callback([flags, exit_code] { *exit_code = run_doctor(*flags); });
 }
 
