@@ -13,8 +13,8 @@ struct SplitCosts {
   double token_ns = 60;      // a CTA's time per KV token when bandwidth is not the limit
   double cta_ns = 9500;      // a CTA's fixed time: start, loading Q, filling the pipe, epilogue
   double combine_ns = 3000;  // a split call's combine pass beyond its reads: launch and tail
-  // Each partial row a split writes (512 16-bit values and an fp32 lse) and the combine reads
-  // back, spread over the device: about 2 KB of traffic at its bandwidth.
+  // Each partial row a split writes (512 fp32 and an lse) and the combine reads back, spread
+  // over the device: 4 KB of traffic at its bandwidth.
   double partial_row_ns = 1;
   double token_bytes = 1152;   // bytes of one KV row
   double bytes_per_ns = 4000;  // device memory bandwidth (bytes per nanosecond)

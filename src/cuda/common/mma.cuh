@@ -152,16 +152,6 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
-// One register of two 16-bit values -> two floats (pack2's inverse).
-template <typename T>
-__device__ __forceinline__ float2 unpack2(uint32_t v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
-  } else {
-    return __half22float2(*reinterpret_cast<const __half2*>(&v));
-  }
-}
-
 template <typename T>
 __device__ __forceinline__ float to_float(T v) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
