@@ -17,10 +17,10 @@
 //      of the same KV tile.
 // The variant's schedule orders these steps: halves_loop, overlap_loop or in_order_loop
 // (each instantiation file names its own).
-// A request with one chunk writes out/lse directly; otherwise each chunk writes a
-// normalised partial (in the output's type) and its lse, merged by the combine kernel
-// (cuda/common/combine.cu). Rows that come out with a non-finite value are recomputed exactly
-// (nonfinite.cuh). Figures and limits: DESIGN_NOTES.md beside this file.
+// A request with one chunk writes out/lse directly; otherwise each chunk writes a normalised
+// fp32 partial and its lse, merged by the combine kernel (cuda/common/combine.cu). Rows that
+// come out with a non-finite value are recomputed exactly (nonfinite.cuh).
+// Figures and limits: DESIGN_NOTES.md beside this file.
 #pragma once
 
 #include "cuda/common/arch.cuh"

@@ -94,9 +94,8 @@ __device__ __forceinline__ void recompute_row(const VerifyKernelParams& p, const
       out[lane + 32 * k] = from_float<T>(acc[lane + 32 * k] * inv_l);
     if (lane == 0 && p.lse != nullptr) p.lse[grow] = lse2 * kLn2;
   } else {
-    T* out = static_cast<T*>(p.part_out) + (blockIdx.y * p.total_rows + grow) * kVDim;
-    for (int k = 0; k < kVPerLane; ++k)
-      out[lane + 32 * k] = from_float<T>(acc[lane + 32 * k] * inv_l);
+    float* out = p.part_out + (blockIdx.y * p.total_rows + grow) * kVDim;
+    for (int k = 0; k < kVPerLane; ++k) out[lane + 32 * k] = acc[lane + 32 * k] * inv_l;
     if (lane == 0) p.part_lse[blockIdx.y * p.total_rows + grow] = lse2;
   }
 }

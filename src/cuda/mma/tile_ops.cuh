@@ -543,31 +543,33 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
         // Tiles 2 np (even columns) and 2 np + 1 (odd): this lane's columns 4t .. 4t + 3.
         T* out_row = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
                      head * p.out_stride_head + V::o_col0(warp);
-        T* part_row = static_cast<T*>(p.part_out) + (blockIdx.y * p.total_rows + grow) * kVDim +
-                      V::o_col0(warp);
+        float* part_row = p.part_out + (blockIdx.y * p.total_rows + grow) * kVDim + V::o_col0(warp);
 #pragma unroll
         for (int np = 0; np < V::kONTiles / 2; ++np) {
           const int col = np * 16 + 4 * (lane % 4);
           const float v0 = o[mt][2 * np][2 * hi] * inv_l, v1 = o[mt][2 * np + 1][2 * hi] * inv_l;
           const float v2 = o[mt][2 * np][2 * hi + 1] * inv_l;
           const float v3 = o[mt][2 * np + 1][2 * hi + 1] * inv_l;
-          *reinterpret_cast<uint2*>((final_out ? out_row : part_row) + col) =
-              make_uint2(pack2<T>(v0, v1), pack2<T>(v2, v3));
+          if (final_out)
+            *reinterpret_cast<uint2*>(out_row + col) =
+                make_uint2(pack2<T>(v0, v1), pack2<T>(v2, v3));
+          else
+            *reinterpret_cast<float4*>(part_row + col) = make_float4(v0, v1, v2, v3);
         }
       } else {
-        // Tiles 2 np and 2 np + 1: 16 adjacent columns, written by the quad together.
-        T* row = final_out
-                     ? static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
-                           head * p.out_stride_head
-                     : static_cast<T*>(p.part_out) + (blockIdx.y * p.total_rows + grow) * kVDim;
-        const uint32_t quad = 0xfu << (lane & ~3);
 #pragma unroll
-        for (int np = 0; np < V::kONTiles / 2; ++np)
-          store_quad_columns<T>(
-              row + V::o_col0(warp) + 16 * np,
-              pack2<T>(o[mt][2 * np][2 * hi] * inv_l, o[mt][2 * np][2 * hi + 1] * inv_l),
-              pack2<T>(o[mt][2 * np + 1][2 * hi] * inv_l, o[mt][2 * np + 1][2 * hi + 1] * inv_l),
-              lane, quad);
+        for (int nt = 0; nt < V::kONTiles; ++nt) {
+          const int col = V::o_col0(warp) + nt * 8 + 2 * (lane % 4);
+          const float v0 = o[mt][nt][2 * hi] * inv_l, v1 = o[mt][nt][2 * hi + 1] * inv_l;
+          if (final_out) {
+            T* dst = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
+                     head * p.out_stride_head + col;
+            *reinterpret_cast<uint32_t*>(dst) = pack2<T>(v0, v1);
+          } else {
+            float* dst = p.part_out + (blockIdx.y * p.total_rows + grow) * kVDim + col;
+            *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+          }
+        }
       }
     }
   }

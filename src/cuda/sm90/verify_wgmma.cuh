@@ -184,17 +184,22 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
     if (gr >= w.rows_b) continue;
     const float inv_l = s_inv_l[rows.r[h]];
     const int node = gr / H, head = gr % H;
-    const int64_t grow = static_cast<int64_t>(w.q0) * H + gr;
-    T* out = w.final_out ? static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
-                               head * p.out_stride_head
-                         : static_cast<T*>(p.part_out) + (blockIdx.y * p.total_rows + grow) * kVDim;
-    // Fragments j and j + 1 hold 16 adjacent columns of the row: written by the quad together.
-    const uint32_t quad = 0xfu << (lane & ~3);
+    const int col0 = 256 * wg + 2 * (lane % 4);
+    if (w.final_out) {
+      T* out = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
+               head * p.out_stride_head + col0;
 #pragma unroll
-    for (int j = 0; j < 32; j += 2)
-      store_quad_columns<T>(
-          out + 256 * wg + 8 * j, pack2<T>(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l),
-          pack2<T>(o[4 * j + 4 + 2 * h] * inv_l, o[4 * j + 5 + 2 * h] * inv_l), lane, quad);
+      for (int j = 0; j < 32; ++j)
+        *reinterpret_cast<uint32_t*>(out + 8 * j) =
+            pack2<T>(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l);
+    } else {
+      const int64_t grow = static_cast<int64_t>(w.q0) * H + gr;
+      float* part = p.part_out + (blockIdx.y * p.total_rows + grow) * kVDim + col0;
+#pragma unroll
+      for (int j = 0; j < 32; ++j)
+        *reinterpret_cast<float2*>(part + 8 * j) =
+            make_float2(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l);
+    }
   }
   const int r = static_cast<int>(threadIdx.x);
   if (r < Tile::kRows && w.row0 + r < w.rows_b) {
