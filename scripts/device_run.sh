@@ -27,6 +27,10 @@
 #             (bench --flush: a write leaves dirty lines the timed call writes back)
 #   layers    61 runs of one plan (a step's layers) on S1, S3, V1 and D2: enqueue cost per
 #             run, GPU time, step data rebuilt by every run, and a CUDA graph replay
+#   ab        a change against a baseline build in one call: `treeverify bench` of AB_CASES
+#             (default S1-S4, V1, D1, D2) with AB_FLAGS (e.g. --kv-format e4m3) by
+#             .devpkg/bin/treeverify and .devpkg/bin/treeverify-base, AB_RUNS (default 2) times
+#             each, interleaved, into one log (ab.txt), and a line a run of case and ms
 #   sass      ncu: warp-stall samples per SASS instruction of the main kernel on V4 (L cut
 #             to 65536), as csv (sass.csv), the 40 instructions with the most samples and the
 #             samples summed by mbarrier wait and opcode (KERNEL=verify_wgmma: the wgmma
@@ -279,6 +283,23 @@ fi
 if want layers; then
   timeout 200 $bin/treeverify bench --backend cuda-mma --layers 61 S1 S3 V1 D2 >"$out/layers.txt" 2>&1
   grep -E "^gpu|^(V|D|S)[0-9]|layers, one stream" "$out/layers.txt"
+fi
+if want ab; then
+  if [ -x $bin/treeverify-base ]; then
+    for run in $(seq "${AB_RUNS:-2}"); do
+      for t in treeverify treeverify-base; do
+        echo "== $t run $run"
+        # shellcheck disable=SC2086  # AB_FLAGS and AB_CASES are word lists
+        timeout 150 $bin/$t bench --backend "${AB_BACKEND:-cuda-mma}" ${AB_FLAGS:-} \
+          ${AB_CASES:-S1 S2 S3 S4 V1 D1 D2} 2>&1
+      done
+    done >"$out/ab.txt"
+    awk '/^== / { if (line) print line; line = $2 " run " $4 ":" }
+         /^((V|D|S|R)[0-9]|custom)/ { line = line " " $1 " " $(NF-4) }
+         END { if (line) print line }' "$out/ab.txt"
+  else
+    echo "ab: no $bin/treeverify-base (a baseline build, packaged beside this one)"
+  fi
 fi
 if want sass; then
   # SASS_CASE: the bench case's flags instead of V4's shape at L = 65536; SASS_TAG: a suffix
