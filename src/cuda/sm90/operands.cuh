@@ -122,8 +122,9 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
   const uint32_t ld = stage + r0 * 128 + u * 16;
   const uint32_t st = stage + (u / 4) * Tile::kBlockBytes + r0 * 128;
   const uint32_t unit = (2 * (u % 4)) ^ (r0 % 8);
-#pragma unroll(kUnrolled ? 5 : 1)
-  for (int j = 0; j < (kQKDim + 127) / 128; ++j) {
+  constexpr int kPieces = (kQKDim + 127) / 128;  // 128 codes of each row
+#pragma unroll(kUnrolled ? kPieces : 1)
+  for (int j = 0; j < kPieces; ++j) {
     const uint32_t live = 2 * j + u / 4 < kQKDim / 64;  // not the bytes past block 8
     uint32_t x[kWidenRows][4];
 #pragma unroll
