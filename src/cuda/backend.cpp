@@ -54,7 +54,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   const WorkspaceLayout w = workspace_layout(plan);
   char* ws = static_cast<char*>(workspace);
   auto* mask = reinterpret_cast<uint32_t*>(ws);
-  auto* part_out = reinterpret_cast<float*>(ws + w.part_out_offset());
+  void* part_out = ws + w.part_out_offset();
   auto* part_lse = reinterpret_cast<float*>(ws + w.part_lse_offset());
   const int32_t words = mask_words(plan.max_tree);
   const int64_t rows = static_cast<int64_t>(plan.total_q) * plan.num_heads;
@@ -162,6 +162,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   if (plan.state.num_chunks > 1) {
     cuda::CombineParams cp{
         .part_out = part_out,
+        .v_scale = plan.kv_format == KvFormat::kE4M3 ? t.kv_scale : nullptr,
         .part_lse = part_lse,
         .qo_indptr = t.qo_indptr,
         .kv_len = t.kv_len,

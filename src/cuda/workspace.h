@@ -30,7 +30,8 @@ inline WorkspaceLayout workspace_layout(const Plan& plan) {
   const size_t rows = static_cast<size_t>(plan.total_q) * plan.num_heads;
   w.mask_bytes = static_cast<size_t>(plan.total_q) * mask_words(plan.max_tree) * 4;
   if (plan.state.num_chunks > 1) {
-    w.part_out_bytes = static_cast<size_t>(plan.state.num_chunks) * rows * kVDim * 4;
+    // Partial outputs in the output's 16-bit type (their lses in fp32): cuda/common/combine.cuh.
+    w.part_out_bytes = static_cast<size_t>(plan.state.num_chunks) * rows * kVDim * 2;
     w.part_lse_bytes = static_cast<size_t>(plan.state.num_chunks) * rows * 4;
   }
   return w;

@@ -60,22 +60,25 @@ __global__ void __launch_bounds__(kMaxWarps * 32) combine_kernel(const CombinePa
   const int streams = warps * kStreamsPerWarp;
   const int col = blockIdx.y * kLanes * 4 + (lane % kLanes) * 4;
 
+  const T* part = static_cast<const T*>(p.part_out) + grow * kVDim + col;
   Merge mg;
   for (int c0 = warp * kStreamsPerWarp + lane / kLanes; c0 < n; c0 += kBatch * streams) {
     float s[kBatch];
-    float4 v[kBatch];
+    uint2 v[kBatch];  // 4 columns in T
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
       const int c = c0 + i * streams;
       // Every chunk c < n ran and wrote its partial: finite values (0 where it saw nothing,
       // lse -inf), or NaN values and lse where its rows saw a non-finite value.
       s[i] = c < n ? __ldg(p.part_lse + c * p.total_rows + grow) : -INFINITY;
-      v[i] = c < n ? __ldg(reinterpret_cast<const float4*>(p.part_out +
-                                                           (c * p.total_rows + grow) * kVDim + col))
-                   : make_float4(0.f, 0.f, 0.f, 0.f);
+      v[i] = c < n ? __ldg(reinterpret_cast<const uint2*>(part + c * p.total_rows * kVDim))
+                   : make_uint2(0u, 0u);
     }
 #pragma unroll
-    for (int i = 0; i < kBatch; ++i) mg.add(s[i], v[i]);
+    for (int i = 0; i < kBatch; ++i) {
+      const float2 lo = unpack2<T>(v[i].x), hi = unpack2<T>(v[i].y);
+      mg.add(s[i], make_float4(lo.x, lo.y, hi.x, hi.y));
+    }
   }
 #pragma unroll
   for (int off = kLanes; off < 32; off *= 2) {  // the warp's streams meet
@@ -98,8 +101,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) combine_kernel(const CombinePa
       for (int w = 0; w < warps; ++w) mg.add(s_m[w], s_acc[w][lane], s_sum[w]);
   }
   if (lane >= kLanes) return;
-  // sum = 0: the row saw nothing (out 0, lse -inf); sum = NaN: the whole row is NaN.
-  const float inv = mg.sum == 0.f ? 0.f : 1.f / mg.sum;
+  // sum = 0: the row saw nothing (out 0, lse -inf); sum = NaN: the whole row is NaN. An e4m3
+  // cache's partials are in its codes' units: kv_scale makes them values.
+  const float v_scale = p.v_scale != nullptr ? __ldg(p.v_scale) : 1.f;
+  const float inv = mg.sum == 0.f ? 0.f : v_scale / mg.sum;
   const int node = static_cast<int>(grow / p.num_heads),
             head = static_cast<int>(grow % p.num_heads);
   T* dst = static_cast<T*>(p.out) + node * p.out_stride_token + head * p.out_stride_head + col;
@@ -172,8 +177,8 @@ cudaError_t launch_combine_lanes(const CombineParams& p, DType dtype, bool progr
 
 }  // namespace
 
-cudaError_t launch_combine(const CombineParams& p, DType dtype, bool programmatic,
-                           int device_sms, cudaStream_t stream) {
+cudaError_t launch_combine(const CombineParams& p, DType dtype, bool programmatic, int device_sms,
+                           cudaStream_t stream) {
   if (p.total_rows == 0) return cudaSuccess;
   // Narrower slices for fewer rows, so the grid has a few hundred blocks: 4 a row from 128
   // rows up, 8 from 64, else 16 (batch-1 decode of 8 heads: 128 blocks).

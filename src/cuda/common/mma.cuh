@@ -152,6 +152,30 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
+// Stores 16 adjacent columns of a row held by a quad as mma accumulators hold them: lane q of
+// the quad has columns 2q, 2q + 1 (w0, packed by pack2) and 8 + 2q, 9 + 2q (w1). One exchange
+// with the neighbouring lane gives each lane 4 adjacent columns, so the quad writes its 32
+// bytes as 4 stores of 8 (whole sectors) instead of 8 stores of 4 (half a sector each).
+// `quad_mask`: the quad's lanes (all four call it together); dst16: column 0, 8-byte aligned.
+template <typename T>
+__device__ __forceinline__ void store_quad_columns(T* dst16, uint32_t w0, uint32_t w1, int lane,
+                                                   uint32_t quad_mask) {
+  const int q = lane % 4;
+  const uint32_t got = __shfl_xor_sync(quad_mask, q % 2 ? w0 : w1, 1);
+  *reinterpret_cast<uint2*>(dst16 + 4 * (q / 2) + 8 * (q % 2)) =
+      q % 2 ? make_uint2(got, w1) : make_uint2(w0, got);
+}
+
+// One register of two 16-bit values -> two floats (pack2's inverse).
+template <typename T>
+__device__ __forceinline__ float2 unpack2(uint32_t v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
+  } else {
+    return __half22float2(*reinterpret_cast<const __half2*>(&v));
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ float to_float(T v) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {

@@ -17,10 +17,10 @@
 //      of the same KV tile.
 // The variant's schedule orders these steps: halves_loop, overlap_loop or in_order_loop
 // (each instantiation file names its own).
-// A request with one chunk writes out/lse directly; otherwise each chunk writes a normalised
-// fp32 partial and its lse, merged by the combine kernel (cuda/common/combine.cu). Rows that
-// come out with a non-finite value are recomputed exactly (nonfinite.cuh).
-// Figures and limits: DESIGN_NOTES.md beside this file.
+// A request with one chunk writes out/lse directly; otherwise each chunk writes a
+// normalised partial (in the output's type) and its lse, merged by the combine kernel
+// (cuda/common/combine.cu). Rows that come out with a non-finite value are recomputed exactly
+// (nonfinite.cuh). Figures and limits: DESIGN_NOTES.md beside this file.
 #pragma once
 
 #include "cuda/common/arch.cuh"
@@ -312,10 +312,12 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
     in_order_loop<V>(n_tiles, load, wait_bulk, dequantize, qk, softmax, pv);
   cp_async_wait<0>();
   __syncthreads();  // every warp is past its last read of s_alpha, which the epilogue reuses
-  // O's factor: kv_scale (V's values are kv_scale times the codes), over 448 in fast mode.
+  // O's factor: kv_scale (V's values are kv_scale times the codes), over 448 in fast mode; a
+  // partial's leaves kv_scale to the combine.
+  constexpr float kPartScale = kFast ? 1.f / kE4M3Max : 1.f;
   float v_scale = 1.f;
-  if constexpr (kE4M3) v_scale = __ldg(p.kv_scale) * (kFast ? 1.f / kE4M3Max : 1.f);
-  epilogue<T, V, kE4M3, kFast || kE4M3Regs>(p, w, st, s_alpha, s_lse, o, v_scale);
+  if constexpr (kE4M3) v_scale = __ldg(p.kv_scale) * kPartScale;
+  epilogue<T, V, kE4M3, kFast || kE4M3Regs>(p, w, st, s_alpha, s_lse, o, v_scale, kPartScale);
   __syncthreads();  // the epilogue's stores and its NaN rows in s_lse
   recompute_nan_rows<T, V, kE4M3>(p, smem, s_lse);
 }

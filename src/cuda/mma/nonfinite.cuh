@@ -68,6 +68,13 @@ __device__ __forceinline__ void recompute_row(const VerifyKernelParams& p, const
       else
         return to_float(kv16[c]);
     };
+    // O's values: a partial of an e4m3 cache stays in the codes' units (combine.cuh).
+    auto v = [&](int c) {
+      if constexpr (kE4M3)
+        return w.final_out ? kv(c) : e4m3_to_float(kv8[c]);
+      else
+        return kv(c);
+    };
     float dot = 0.f;
     for (int k = 0; k < kQKPerLane; ++k) {
       const float x = kv(lane + 32 * k);
@@ -81,7 +88,7 @@ __device__ __forceinline__ void recompute_row(const VerifyKernelParams& p, const
     const float alpha = exp2f(m - m_new), pr = exp2f(s - m_new);  // alpha = 0 while m = -inf
     l = l * alpha + pr;
     for (int k = 0; k < kVPerLane; ++k)
-      acc[lane + 32 * k] = acc[lane + 32 * k] * alpha + pr * kv(lane + 32 * k);
+      acc[lane + 32 * k] = acc[lane + 32 * k] * alpha + pr * v(lane + 32 * k);
     m = m_new;
   }
   bad = __any_sync(0xffffffffu, bad) || isnan(l);  // l is NaN after a score of +inf
@@ -94,8 +101,9 @@ __device__ __forceinline__ void recompute_row(const VerifyKernelParams& p, const
       out[lane + 32 * k] = from_float<T>(acc[lane + 32 * k] * inv_l);
     if (lane == 0 && p.lse != nullptr) p.lse[grow] = lse2 * kLn2;
   } else {
-    float* out = p.part_out + (blockIdx.y * p.total_rows + grow) * kVDim;
-    for (int k = 0; k < kVPerLane; ++k) out[lane + 32 * k] = acc[lane + 32 * k] * inv_l;
+    T* out = static_cast<T*>(p.part_out) + (blockIdx.y * p.total_rows + grow) * kVDim;
+    for (int k = 0; k < kVPerLane; ++k)
+      out[lane + 32 * k] = from_float<T>(acc[lane + 32 * k] * inv_l);
     if (lane == 0) p.part_lse[blockIdx.y * p.total_rows + grow] = lse2;
   }
 }

@@ -29,7 +29,7 @@ struct VerifyKernelParams {
   int64_t out_stride_token;  // elements
   int64_t out_stride_head;   // elements
   float* lse;                // [total_q, H] fp32, may be null
-  float* part_out;           // [num_chunks, total_q * H, 512] fp32 (workspace)
+  void* part_out;            // [num_chunks, total_q * H, 512] dtype (workspace)
   float* part_lse;           // [num_chunks, total_q * H] fp32 (workspace), log2 units
   int32_t num_heads;
   int32_t page_shift;    // log2(page_size)

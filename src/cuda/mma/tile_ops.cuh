@@ -487,18 +487,19 @@ __device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const floa
   }
 }
 
-// Normalises by l and writes the final output (single-chunk requests) or an fp32 partial and
+// Normalises by l and writes the final output (single-chunk requests) or a partial in T and
 // its lse in log2 units for the combine kernel. A row that saw a non-finite value (l = NaN
 // from a NaN score, or a NaN or infinity in its O) is NaN as a whole, lse included (verify.h);
 // l = 0 means it saw nothing: out 0, lse -inf.
 // `v_scale` is the factor between the products' O and the true one: kv_scale for e4m3, over
-// 448 in fast mode (P was p x 448). kPermuted: O's columns in the order of the products on
-// the e4m3 tile (pv_tile_e4m3_exact, pv_tile_e4m3).
+// 448 in fast mode (P was p x 448); `part_scale` the same without kv_scale, for a partial,
+// which stays in the codes' units (the combine applies kv_scale: combine.cuh). kPermuted: O's
+// columns in the order of the products on the e4m3 tile (pv_tile_e4m3_exact, pv_tile_e4m3).
 template <typename T, typename V, bool kE4M3 = false, bool kPermuted = false>
 __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
                                          const RowState& st, float* s_inv_l, float* s_lse,
                                          const float (&o)[V::kOMTiles][V::kONTiles][4],
-                                         float v_scale = 1.f) {
+                                         float v_scale = 1.f, float part_scale = 1.f) {
   // w.final_out again, from values the loop keeps anyway (kv_len = L + T): a register
   // holding the flag through the loop spilled the 64-row variants on sm_90 and sm_100, and
   // reading kv_len again cost a global round trip per CTA (S1 5% slower, H200).
@@ -536,40 +537,38 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
       const int gr = w.row0 + r;
       if (gr >= w.rows_b) continue;
       float inv_l = s_inv_l[r];
-      if constexpr (kE4M3) inv_l *= v_scale;
+      if constexpr (kE4M3) inv_l *= final_out ? v_scale : part_scale;
       const int node = gr / H, head = gr % H;
       const int64_t grow = static_cast<int64_t>(w.q0) * H + gr;
       if constexpr (kPermuted) {
         // Tiles 2 np (even columns) and 2 np + 1 (odd): this lane's columns 4t .. 4t + 3.
         T* out_row = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
                      head * p.out_stride_head + V::o_col0(warp);
-        float* part_row = p.part_out + (blockIdx.y * p.total_rows + grow) * kVDim + V::o_col0(warp);
+        T* part_row = static_cast<T*>(p.part_out) + (blockIdx.y * p.total_rows + grow) * kVDim +
+                      V::o_col0(warp);
 #pragma unroll
         for (int np = 0; np < V::kONTiles / 2; ++np) {
           const int col = np * 16 + 4 * (lane % 4);
           const float v0 = o[mt][2 * np][2 * hi] * inv_l, v1 = o[mt][2 * np + 1][2 * hi] * inv_l;
           const float v2 = o[mt][2 * np][2 * hi + 1] * inv_l;
           const float v3 = o[mt][2 * np + 1][2 * hi + 1] * inv_l;
-          if (final_out)
-            *reinterpret_cast<uint2*>(out_row + col) =
-                make_uint2(pack2<T>(v0, v1), pack2<T>(v2, v3));
-          else
-            *reinterpret_cast<float4*>(part_row + col) = make_float4(v0, v1, v2, v3);
+          *reinterpret_cast<uint2*>((final_out ? out_row : part_row) + col) =
+              make_uint2(pack2<T>(v0, v1), pack2<T>(v2, v3));
         }
       } else {
+        // Tiles 2 np and 2 np + 1: 16 adjacent columns, written by the quad together.
+        T* row = final_out
+                     ? static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
+                           head * p.out_stride_head
+                     : static_cast<T*>(p.part_out) + (blockIdx.y * p.total_rows + grow) * kVDim;
+        const uint32_t quad = 0xfu << (lane & ~3);
 #pragma unroll
-        for (int nt = 0; nt < V::kONTiles; ++nt) {
-          const int col = V::o_col0(warp) + nt * 8 + 2 * (lane % 4);
-          const float v0 = o[mt][nt][2 * hi] * inv_l, v1 = o[mt][nt][2 * hi + 1] * inv_l;
-          if (final_out) {
-            T* dst = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
-                     head * p.out_stride_head + col;
-            *reinterpret_cast<uint32_t*>(dst) = pack2<T>(v0, v1);
-          } else {
-            float* dst = p.part_out + (blockIdx.y * p.total_rows + grow) * kVDim + col;
-            *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
-          }
-        }
+        for (int np = 0; np < V::kONTiles / 2; ++np)
+          store_quad_columns<T>(
+              row + V::o_col0(warp) + 16 * np,
+              pack2<T>(o[mt][2 * np][2 * hi] * inv_l, o[mt][2 * np][2 * hi + 1] * inv_l),
+              pack2<T>(o[mt][2 * np + 1][2 * hi] * inv_l, o[mt][2 * np + 1][2 * hi + 1] * inv_l),
+              lane, quad);
       }
     }
   }

@@ -19,7 +19,7 @@
 // shared memory. So while one warpgroup runs its softmax, the tensor cores run the other's
 // products, and each warpgroup's scores of its next tile run beside its last P V.
 // O_g is 128 fp32 registers a thread. The epilogue is the portable kernel's contract: a
-// one-chunk request writes out/lse, a split one an fp32 partial and its lse (log2) for the
+// one-chunk request writes out/lse, a split one a partial in T and its lse (log2) for the
 // combine kernel, and rows that come out non-finite are recomputed exactly
 // (cuda/mma/nonfinite.cuh).
 // On an e4m3 cache (exact mode, kE4M3) the products are fp16: the producer and the
@@ -144,7 +144,8 @@ __device__ __forceinline__ void publish_p(const Rows& rows, const uint32_t (&pa)
 }
 
 // Writes O v_scale / l (v_scale: kv_scale on an e4m3 cache, whose codes the products used, else
-// 1) as the output (one-chunk requests) or an fp32 partial and its lse (log2) for the combine; a
+// 1) as the output (one-chunk requests), or O / l as a partial in T and its lse (log2) for the
+// combine, which applies v_scale (an e4m3 partial in the codes' units: combine.cuh); a
 // row with a non-finite value in O or l is marked NaN in s_lse for the recomputation (the portable
 // epilogue's contract, cuda/mma/tile_ops.cuh).
 template <typename T>
@@ -160,7 +161,8 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
     for (int h = 0; h < 2; ++h) {
       const int r = rows.r[h];
       const float l = s_sum[r] + s_sum[Tile::kRows + r];
-      s_inv_l[r] = l == 0.f ? 0.f : v_scale / l;
+      // A partial stays in the codes' units (combine.cuh); the combine applies kv_scale.
+      s_inv_l[r] = l == 0.f ? 0.f : (w.final_out ? v_scale : 1.f) / l;
       s_lse[r] = l == 0.f ? mma::kNegInf : rows.m[h] + __log2f(l);
     }
   }
@@ -184,22 +186,17 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
     if (gr >= w.rows_b) continue;
     const float inv_l = s_inv_l[rows.r[h]];
     const int node = gr / H, head = gr % H;
-    const int col0 = 256 * wg + 2 * (lane % 4);
-    if (w.final_out) {
-      T* out = static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
-               head * p.out_stride_head + col0;
+    const int64_t grow = static_cast<int64_t>(w.q0) * H + gr;
+    T* out = w.final_out ? static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
+                               head * p.out_stride_head
+                         : static_cast<T*>(p.part_out) + (blockIdx.y * p.total_rows + grow) * kVDim;
+    // Fragments j and j + 1 hold 16 adjacent columns of the row: written by the quad together.
+    const uint32_t quad = 0xfu << (lane & ~3);
 #pragma unroll
-      for (int j = 0; j < 32; ++j)
-        *reinterpret_cast<uint32_t*>(out + 8 * j) =
-            pack2<T>(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l);
-    } else {
-      const int64_t grow = static_cast<int64_t>(w.q0) * H + gr;
-      float* part = p.part_out + (blockIdx.y * p.total_rows + grow) * kVDim + col0;
-#pragma unroll
-      for (int j = 0; j < 32; ++j)
-        *reinterpret_cast<float2*>(part + 8 * j) =
-            make_float2(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l);
-    }
+    for (int j = 0; j < 32; j += 2)
+      store_quad_columns<T>(
+          out + 256 * wg + 8 * j, pack2<T>(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l),
+          pack2<T>(o[4 * j + 4 + 2 * h] * inv_l, o[4 * j + 5 + 2 * h] * inv_l), lane, quad);
   }
   const int r = static_cast<int>(threadIdx.x);
   if (r < Tile::kRows && w.row0 + r < w.rows_b) {
