@@ -46,6 +46,11 @@ struct Variant {
   // (40 or 24) puts the 4 rows of a half-warp's float2 stores of mma fragments in 4 different
   // 8-bank groups, so the stores take the minimum 2 wavefronts.
   static constexpr int kRedStride = kTokens + 8;
+  // The epilogue's 16-bit stores (tile_ops.cuh): a quad's 16 adjacent columns at a time
+  // (store_quad_columns: whole sectors, one shuffle), or 2 columns a lane where the variant has
+  // no register to spare: r64-s3-t16 uses 255 on sm_120 and spilled 4 bytes with the exchange
+  // (nvcc 13.0, 2026-12-02).
+  static constexpr bool kQuadStores = !(kRows == 64 && kTokens == 16);
   // P [rows][kPStride] 16-bit: 80 or 48-byte rows are conflict-free for ldmatrix.
   static constexpr int kPStride = kTokens + 8;
   // With three or more stages the loop overlaps the score product of tile i+1 with the P.V

@@ -555,7 +555,7 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
           *reinterpret_cast<uint2*>((final_out ? out_row : part_row) + col) =
               make_uint2(pack2<T>(v0, v1), pack2<T>(v2, v3));
         }
-      } else {
+      } else if constexpr (V::kQuadStores) {
         // Tiles 2 np and 2 np + 1: 16 adjacent columns, written by the quad together.
         T* row = final_out
                      ? static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
@@ -569,6 +569,20 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
               pack2<T>(o[mt][2 * np][2 * hi] * inv_l, o[mt][2 * np][2 * hi + 1] * inv_l),
               pack2<T>(o[mt][2 * np + 1][2 * hi] * inv_l, o[mt][2 * np + 1][2 * hi + 1] * inv_l),
               lane, quad);
+      } else {
+        // 2 columns a lane (half a sector a quad), each address made at its store.
+#pragma unroll
+        for (int nt = 0; nt < V::kONTiles; ++nt) {
+          const int col = V::o_col0(warp) + nt * 8 + 2 * (lane % 4);
+          const uint32_t v = pack2<T>(o[mt][nt][2 * hi] * inv_l, o[mt][nt][2 * hi + 1] * inv_l);
+          if (final_out)
+            *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) +
+                                         (w.q0 + node) * p.out_stride_token +
+                                         head * p.out_stride_head + col) = v;
+          else
+            *reinterpret_cast<uint32_t*>(static_cast<T*>(p.part_out) +
+                                         (blockIdx.y * p.total_rows + grow) * kVDim + col) = v;
+        }
       }
     }
   }
