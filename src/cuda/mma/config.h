@@ -47,10 +47,10 @@ struct Variant {
   // 8-bank groups, so the stores take the minimum 2 wavefronts.
   static constexpr int kRedStride = kTokens + 8;
   // The epilogue's 16-bit stores (tile_ops.cuh): a quad's 16 adjacent columns at a time
-  // (store_quad_columns: whole sectors, one shuffle), or 2 columns a lane where the variant has
-  // no register to spare: r64-s3-t16 uses 255 on sm_120 and spilled 4 bytes with the exchange
-  // (nvcc 13.0, 2026-12-02).
-  static constexpr bool kQuadStores = !(kRows == 64 && kTokens == 16);
+  // (store_quad_columns: whole sectors, one shuffle), or 2 columns a lane in the 64-row
+  // variants, which have no register to spare: with the exchange r64-s3-t16 spilled 4 bytes on
+  // sm_120 and r64-s4 8 bytes on sm_100, both at 255 registers (nvcc 13.0, 2026-12-02).
+  static constexpr bool kQuadStores = kRows < 64;
   // P [rows][kPStride] 16-bit: 80 or 48-byte rows are conflict-free for ldmatrix.
   static constexpr int kPStride = kTokens + 8;
   // With three or more stages the loop overlaps the score product of tile i+1 with the P.V
