@@ -56,41 +56,43 @@ __device__ __forceinline__ void copy_q(const VerifyKernelParams& p, const CtaWor
 // (exact_q_shift, cuda/common/fp8_convert.h), then rounded to fp16, which holds every bf16
 // value of the row exactly down to 2^-38 of its largest; s_scale[r] = 2^-s kv_scale. A row with a
 // NaN or infinity keeps s = 0 and ends NaN (its recomputation is exact). fp16 rows keep their
-// values. Consumer thread t takes units t % 4 + 4 k of row t / 4 (the swizzle does not matter to a
-// rewrite in place); the caller publishes the rows and scales.
+// values. Thread t rewrites exactly the units copy_q gave it (unit t % 8 of each block of rows
+// t / 8 and t / 8 + 32), held in registers from its read to its write, so its own cp.async wait
+// is all it needs first; the 8 lanes of a row meet by shuffles. The caller publishes the rows
+// and scales.
 template <typename T>
 __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, float kv_scale) {
-  constexpr int kUnits = kQKDim / 8 / 4;  // 18 of a row's 72 16-byte units a thread
-  const int tid = static_cast<int>(threadIdx.x), r = tid / 4, q = tid % 4;
-  auto unit = [&](int k) {
-    const int m = q + 4 * k;
-    return reinterpret_cast<uint4*>(s_q + tile_offset(r, m / 8, m % 8));
-  };
-  int s = 0;
-  if constexpr (!std::is_same_v<T, __half>) {
-    // The largest magnitude's bits (bf16 magnitudes order as unsigned integers).
-    uint32_t amax = 0;
+  constexpr int kBlocks = kQKDim / 64;
+  const int tid = static_cast<int>(threadIdx.x), u = tid % 8;
 #pragma unroll
-    for (int k = 0; k < kUnits; ++k) {
-      const uint4 v = *unit(k);
-      for (uint32_t x : {v.x, v.y, v.z, v.w})
-        amax = max(amax, max(x & 0x7fffu, (x >> 16) & 0x7fffu));
-    }
-    amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    s = exact_q_shift(amax);
-    const float up = __uint_as_float(static_cast<uint32_t>(127 + s) << 23);
+  for (int i = 0; i < 2; ++i) {
+    const int r = tid / 8 + 32 * i;
+    int s = 0;
+    if constexpr (!std::is_same_v<T, __half>) {
+      uint4 v[kBlocks];
+      // The largest magnitude's bits (bf16 magnitudes order as unsigned integers).
+      uint32_t amax = 0;
 #pragma unroll
-    for (int k = 0; k < kUnits; ++k) {
-      uint4 v = *unit(k);
-      for (uint32_t* x : {&v.x, &v.y, &v.z, &v.w}) {
-        const T* two = reinterpret_cast<const T*>(x);
-        *x = pack2<__half>(to_float(two[0]) * up, to_float(two[1]) * up);
+      for (int kb = 0; kb < kBlocks; ++kb) {
+        v[kb] = *reinterpret_cast<const uint4*>(s_q + tile_offset(r, kb, u));
+        for (uint32_t x : {v[kb].x, v[kb].y, v[kb].z, v[kb].w})
+          amax = max(amax, max(x & 0x7fffu, (x >> 16) & 0x7fffu));
       }
-      *unit(k) = v;
+#pragma unroll
+      for (int off = 1; off < 8; off *= 2) amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+      s = exact_q_shift(amax);
+      const float up = __uint_as_float(static_cast<uint32_t>(127 + s) << 23);
+#pragma unroll
+      for (int kb = 0; kb < kBlocks; ++kb) {
+        for (uint32_t* x : {&v[kb].x, &v[kb].y, &v[kb].z, &v[kb].w}) {
+          const T* two = reinterpret_cast<const T*>(x);
+          *x = pack2<__half>(to_float(two[0]) * up, to_float(two[1]) * up);
+        }
+        *reinterpret_cast<uint4*>(s_q + tile_offset(r, kb, u)) = v[kb];
+      }
     }
+    if (u == 0) s_scale[r] = __uint_as_float(static_cast<uint32_t>(127 - s) << 23) * kv_scale;
   }
-  if (q == 0) s_scale[r] = __uint_as_float(static_cast<uint32_t>(127 - s) << 23) * kv_scale;
 }
 
 // An e4m3 tile's codes as produce() stages them, by TMA or cp.async: block 2 j of the stage

@@ -422,6 +422,8 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   }
   setmaxnreg_inc<Tile::kConsumerRegisters>();
 
+  // kv_scale's load (e4m3) in flight beside Q's copies.
+  const float v_scale = kE4M3 ? __ldg(p.kv_scale) : 1.f;  // O's factor
   copy_q(p, w, s_q);
   cp_async_commit();
   Rows rows;
@@ -438,14 +440,10 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   for (int i = 0; i < 128; ++i) o[i] = 0.f;
   const int wg = warp / 4;
   cp_async_wait<0>();
-  float v_scale = 1.f;  // O's factor
-  if constexpr (kE4M3) {
-    // Q to fp16 and each row's factor (in s_lse, free until the epilogue); K and V are the
-    // cache's codes widened, so the scores take kv_scale and so does O.
-    v_scale = __ldg(p.kv_scale);
-    consumer_sync();  // Q has landed for every consumer
-    prepare_q_f16<T>(smem + Tile::kQOffset, s_lse, v_scale);
-  }
+  // Q to fp16 and each row's factor (in s_lse, free until the epilogue), each thread on the Q
+  // units it copied; K and V are the cache's codes widened, so the scores take kv_scale and so
+  // does O.
+  if constexpr (kE4M3) prepare_q_f16<T>(smem + Tile::kQOffset, s_lse, v_scale);
   fence_proxy_async();
   consumer_sync();  // Q (and its row factors), for every consumer and for wgmma's reads
   for (int h = 0; h < 2; ++h) rows.scale_log2[h] = p.scale_log2 * (kE4M3 ? s_lse[rows.r[h]] : 1.f);
