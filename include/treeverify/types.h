@@ -15,7 +15,6 @@ inline constexpr int kVDim = kLatentDim;              // V = the first 512 colum
 inline constexpr int kMaxTreeSize = 1024;  // T_b: tree nodes per request
 inline constexpr int kMaxHeads = 128;      // H: query heads per call
 inline constexpr int kMaxPageSize = 128;   // page_size: a power of two in [1, kMaxPageSize]
-inline constexpr int kWorkspaceAlignment = 16;  // bytes: run()'s workspace pointer
 
 // page_size is a power of two in [1, kMaxPageSize].
 inline constexpr bool is_valid_page_size(int32_t page_size) {

@@ -194,8 +194,7 @@ Status plan(const VerifyProblem& problem, const PlanOptions& options, Plan* plan
 // needs a new plan(). CUDA graphs: the first run of a plan in each stream capture builds the
 // mask inside the graph, so every replay brings its own whatever ran on the workspace before;
 // but a replay changes the workspace behind the host's back, so once a graph has been
-// replayed, runs of other plans outside it need another workspace. The workspace must be
-// kWorkspaceAlignment-byte aligned (the copy engine writes partials there).
+// replayed, runs of other plans outside it need another workspace.
 // Argument errors are found before anything is launched, and then nothing is written to out
 // or lse; a CUDA launch failure part-way is reported as kCudaError.
 Status run(const Plan& plan, const VerifyTensors& tensors, void* workspace, size_t workspace_bytes,

@@ -3,7 +3,6 @@
 // cuda_backend.h).
 #include <fmt/format.h>
 
-#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -135,9 +134,6 @@ Status run(const Plan& plan, const VerifyTensors& tensors, void* workspace, size
                  "{} bytes given, the plan needs {}", workspace_bytes, plan.workspace_bytes);
       TV_REQUIRE(workspace != nullptr || plan.workspace_bytes == 0, "workspace",
                  "null, the plan needs {} bytes", plan.workspace_bytes);
-      TV_REQUIRE(reinterpret_cast<std::uintptr_t>(workspace) % kWorkspaceAlignment == 0, "workspace",
-                 "{} is not {}-byte aligned (cudaMalloc's memory is)", workspace,
-                 kWorkspaceAlignment);
       return detail::cuda_run(plan, tensors, workspace, workspace_bytes, stream);
     case Backend::kAuto:
       break;

@@ -1,6 +1,5 @@
-// cuda-mma's error paths and strided tensors: host memory, a missing configuration, a short or
-// misaligned workspace, and q and out tensors with padded rows that must give the contiguous
-// result.
+// cuda-mma's error paths and strided tensors: host memory, a missing configuration, a short
+// workspace, and q and out tensors with padded rows that must give the contiguous result.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -43,7 +42,7 @@ TEST(GpuErrors, HostMemoryIsAClearError) {
   for (float v : lse) ASSERT_TRUE(std::isnan(v));
 }
 
-TEST(GpuErrors, UnknownConfigurationAndBadWorkspace) {
+TEST(GpuErrors, UnknownConfigurationAndShortWorkspace) {
   TV_SKIP_WITHOUT_GPU();
   const HostCase host = make_case(small_spec());
   Plan p;
@@ -61,12 +60,6 @@ TEST(GpuErrors, UnknownConfigurationAndBadWorkspace) {
   dev.ensure_workspace(p.workspace_bytes);
   const Status w = run(p, dev.tensors(), dev.workspace(), p.workspace_bytes - 1, nullptr);
   EXPECT_EQ(w.code(), StatusCode::kInvalidArgument) << w.to_string();
-  // The copy engine writes the split partials: a workspace off the alignment is refused.
-  dev.ensure_workspace(p.workspace_bytes + 8);
-  void* off = static_cast<char*>(dev.workspace()) + 8;
-  const Status a = run(p, dev.tensors(), off, p.workspace_bytes, nullptr);
-  EXPECT_EQ(a.code(), StatusCode::kInvalidArgument) << a.to_string();
-  EXPECT_NE(a.message().find("aligned"), std::string::npos) << a.message();
 }
 
 // out with 3 padding heads per token: the written rows equal the contiguous run bit for bit,

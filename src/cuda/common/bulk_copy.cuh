@@ -76,34 +76,6 @@ __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uin
 #endif
 }
 
-// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from shared memory at `src`
-// to global memory at `dst` by the copy engine, in this thread's bulk group. The shared memory
-// must have been written before by the generic proxy and fenced for the async one
-// (fence.proxy.async.shared::cta by each writer, then a barrier), and must stay untouched until
-// bulk_wait_read says the copy has read it; the global writes are visible after the grid ends.
-__device__ __forceinline__ void bulk_copy_s2g(void* dst, uint32_t src, uint32_t bytes) {
-#if TV_HAS_BULK_COPY
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
-               "r"(bytes)
-               : "memory");
-#endif
-}
-
-// Closes this thread's bulk group of bulk_copy_s2g copies.
-__device__ __forceinline__ void bulk_commit() {
-#if TV_HAS_BULK_COPY
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-#endif
-}
-
-// Waits until every bulk group this thread committed has read its shared memory (a thread
-// without groups passes at once).
-__device__ __forceinline__ void bulk_wait_read() {
-#if TV_HAS_BULK_COPY
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-#endif
-}
-
 // A TMA tensor copy of the box at coordinates (c0, c1, c2) of the tensor map `map` (a
 // __grid_constant__ kernel parameter) to shared memory at `dst`, in the map's swizzle;
 // completion is counted on the mbarrier at `bar`.
