@@ -56,13 +56,6 @@ struct WgmmaTile {
   static constexpr int kLandedOffset = kPReadyOffset + kWarpgroups * 8;
   static constexpr int kSmemBytes = kLandedOffset + kStages * 8;
   static_assert(kSmemBytes <= 227 * 1024, "must fit a block of sm_90");
-  // A split request's partial (rows x kVDim values of 16 bits) is staged in stage 1, free once
-  // every tile has been waited for, and copied out a row by a warp. Rows are 32 bytes longer
-  // than the values so that a warp's store (8 rows x 32 bytes) covers every bank once: two
-  // wavefronts. (mma::recompute_nan_rows keeps its O in stage 0.)
-  static constexpr int kOutStageOffset = kStageBytes;
-  static constexpr int kOutRowBytes = kVDim * 2 + 32;
-  static_assert(kRows * kOutRowBytes <= kStageBytes && kOutRowBytes % 16 == 0);
   static_assert(kFullOffset % 8 == 0, "mbarriers are 8-byte aligned");
 };
 

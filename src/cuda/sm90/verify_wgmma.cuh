@@ -147,16 +147,12 @@ __device__ __forceinline__ void publish_p(const Rows& rows, const uint32_t (&pa)
 // 1) as the output (one-chunk requests), or O / l as a partial in T and its lse (log2) for the
 // combine, which applies v_scale (an e4m3 partial in the codes' units: combine.cuh); a
 // row with a non-finite value in O or l is marked NaN in s_lse for the recomputation (the portable
-// epilogue's contract, cuda/mma/tile_ops.cuh). Output rows are stored in place (their strides
-// are the caller's); a partial's rows, contiguous in the workspace, are staged at s_out
-// (Tile::kOutStageOffset) and copied out 512 contiguous bytes a warp instruction: stored from
-// the accumulators, 32 bytes of each of 8 rows an instruction, they took 2-4 us a CTA
-// (H200, DESIGN_NOTES.md).
+// epilogue's contract, cuda/mma/tile_ops.cuh).
 template <typename T>
 __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
                                          const Rows& rows, const float (&o)[128], int wg,
                                          float v_scale, float* s_sum, float* s_lse,
-                                         float* s_inv_l, uint8_t* s_out) {
+                                         float* s_inv_l) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   if (lane % 4 == 0)
     for (int h = 0; h < 2; ++h) s_sum[wg * Tile::kRows + rows.r[h]] = rows.l[h];
@@ -190,9 +186,10 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
     if (gr >= w.rows_b) continue;
     const float inv_l = s_inv_l[rows.r[h]];
     const int node = gr / H, head = gr % H;
+    const int64_t grow = static_cast<int64_t>(w.q0) * H + gr;
     T* out = w.final_out ? static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
                                head * p.out_stride_head
-                         : reinterpret_cast<T*>(s_out + rows.r[h] * Tile::kOutRowBytes);
+                         : static_cast<T*>(p.part_out) + (blockIdx.y * p.total_rows + grow) * kVDim;
     // Fragments j and j + 1 hold 16 adjacent columns of the row: written by the quad together.
     const uint32_t quad = 0xfu << (lane & ~3);
 #pragma unroll
@@ -200,19 +197,6 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
       store_quad_columns<T>(
           out + 256 * wg + 8 * j, pack2<T>(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l),
           pack2<T>(o[4 * j + 4 + 2 * h] * inv_l, o[4 * j + 5 + 2 * h] * inv_l), lane, quad);
-  }
-  if (!w.final_out) {
-    consumer_sync();  // the staged rows
-    const int warp = static_cast<int>(threadIdx.x) / 32;
-    const int64_t part_row0 = static_cast<int64_t>(blockIdx.y) * p.total_rows +
-                              static_cast<int64_t>(w.q0) * H + w.row0;
-    for (int r = warp; r < Tile::kRows && w.row0 + r < w.rows_b; r += Tile::kConsumerThreads / 32) {
-      const uint4* src = reinterpret_cast<const uint4*>(s_out + r * Tile::kOutRowBytes);
-      uint4* dst = reinterpret_cast<uint4*>(static_cast<T*>(p.part_out) + (part_row0 + r) * kVDim);
-#pragma unroll
-      for (int k = 0; k < kVDim * static_cast<int>(sizeof(T)) / 512; ++k)
-        dst[lane + 32 * k] = src[lane + 32 * k];
-    }
   }
   const int r = static_cast<int>(threadIdx.x);
   if (r < Tile::kRows && w.row0 + r < w.rows_b) {
@@ -468,10 +452,9 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
     consume<M, 0, kE4M3>(p, w, n_tiles, smem, rows, o);
   else
     consume<M, 1, kE4M3>(p, w, n_tiles, smem, rows, o);
-  // Every tile has landed (each was waited for), so the stages are free for the partial's rows
-  // (stage 1) and the recomputed rows' O (stage 0).
-  epilogue<T>(p, w, rows, o, wg, v_scale, s_sum, s_lse, s_inv_l, smem + Tile::kOutStageOffset);
+  epilogue<T>(p, w, rows, o, wg, v_scale, s_sum, s_lse, s_inv_l);
   consumer_sync();  // the epilogue's stores and its NaN rows in s_lse
+  // Every tile has landed (each was waited for), so the stages are free for its rows' O.
   mma::recompute_nan_rows<T, Tile, kE4M3>(p, smem, s_lse);
 }
 
