@@ -422,23 +422,6 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   }
   setmaxnreg_inc<Tile::kConsumerRegisters>();
 
-  // The pages this CTA's epilogue writes (its first and last row of out or of the partial, and
-  // of lse), touched now so that their address translation is ready by then.
-  if (threadIdx.x < 4) {
-    const int H = p.num_heads;
-    const int r = w.row0 + (threadIdx.x % 2 ? min(w.rows_b - w.row0, Tile::kRows) - 1 : 0);
-    const int64_t grow = static_cast<int64_t>(w.q0) * H + r;
-    const int64_t part_row = static_cast<int64_t>(blockIdx.y) * p.total_rows + grow;
-    const void* a;
-    if (threadIdx.x < 2)
-      a = w.final_out ? static_cast<const void*>(static_cast<const T*>(p.out) +
-                                                 (w.q0 + r / H) * p.out_stride_token +
-                                                 (r % H) * p.out_stride_head)
-                      : static_cast<const T*>(p.part_out) + part_row * kVDim;
-    else
-      a = w.final_out ? (p.lse != nullptr ? p.lse + grow : nullptr) : p.part_lse + part_row;
-    if (a != nullptr) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a));
-  }
   // kv_scale's load (e4m3) in flight beside Q's copies.
   const float v_scale = kE4M3 ? __ldg(p.kv_scale) : 1.f;  // O's factor
   copy_q(p, w, s_q);
