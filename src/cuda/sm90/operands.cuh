@@ -79,7 +79,8 @@ __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, floa
           amax = max(amax, max(x & 0x7fffu, (x >> 16) & 0x7fffu));
       }
 #pragma unroll
-      for (int off = 1; off < 8; off *= 2) amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+      for (int off = 1; off < 8; off *= 2)
+        amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, off));
       s = exact_q_shift(amax);
       const float up = __uint_as_float(static_cast<uint32_t>(127 + s) << 23);
 #pragma unroll
