@@ -1,8 +1,6 @@
 // The wgmma verify kernel's launches (launcher.h): its eight instances (bf16 or fp16 queries; a
 // 16-bit cache or an e4m3 one in exact mode; tiles copied by cp.async or by TMA), chosen here
 // once for every caller.
-#include <cstdio>
-#include <cstdlib>
 #include <type_traits>
 
 #include "cuda/common/smem_limit.cuh"
@@ -44,35 +42,7 @@ cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid
   return with_kernel(dtype, e4m3, tma, [&](auto kernel) {
     if (cudaError_t err = raise_smem_limit(kernel); err != cudaSuccess) return err;
     kernel.value<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params, map);
-    if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-    // The timeline probe (experiment build): the launch's CTA records, one "tl" line each
-    // (scripts/wgmma_timeline.py), then cleared; synchronizes the stream.
-    static const bool timeline = std::getenv("TV_TIMELINE") != nullptr;
-    if (!timeline) return cudaSuccess;
-    static unsigned long long rec[kTimelineCtas][6];
-    if (cudaError_t err = cudaStreamSynchronize(stream); err != cudaSuccess) return err;
-    if (cudaError_t err = cudaMemcpyFromSymbol(rec, g_timeline, sizeof(rec)); err != cudaSuccess)
-      return err;
-    const unsigned ctas = grid.x * grid.y * grid.z;
-    for (unsigned c = 0; c < ctas && c < kTimelineCtas; ++c) {
-      if (rec[c][0] == 0) continue;  // a CTA without work
-      std::printf("tl %u %u %u %llu %llu %llu %llu %llu %llu %llu\n", c % grid.x,
-                  c / grid.x % grid.y, c / (grid.x * grid.y), rec[c][5] >> 32,
-                  rec[c][5] & 0xffffffffull, rec[c][0], rec[c][1], rec[c][2], rec[c][3], rec[c][4]);
-    }
-    static unsigned long long marks[kTimelineCtas][2][5];
-    if (cudaError_t err = cudaMemcpyFromSymbol(marks, g_marks, sizeof(marks)); err != cudaSuccess)
-      return err;
-    for (unsigned c = 0; c < ctas && c < kTimelineCtas; ++c) {
-      if (rec[c][0] == 0) continue;
-      std::printf("tm %u %llu", c, rec[c][5] & 0xffffffffull);
-      for (int g = 0; g < 2; ++g)
-        for (int i = 0; i < 5; ++i) std::printf(" %llu", marks[c][g][i]);
-      std::printf("\n");
-    }
-    std::fflush(stdout);
-    static const unsigned long long zero[kTimelineCtas][6] = {};
-    return cudaMemcpyToSymbol(g_timeline, zero, sizeof(zero));
+    return cudaGetLastError();
   });
 }
 

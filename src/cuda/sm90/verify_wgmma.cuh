@@ -143,29 +143,6 @@ __device__ __forceinline__ void publish_p(const Rows& rows, const uint32_t (&pa)
   }
 }
 
-// The timeline probe (an experiment build): a CTA's times, %globaltimer ns (t0, t1, t_tile0,
-// t2, t3; then smid << 32 | n_tiles), by linear block index; this file is compiled into one
-// translation unit (verify_wgmma.cu), which reads them back.
-inline constexpr unsigned kTimelineCtas = 8192;
-__device__ unsigned long long g_timeline[kTimelineCtas][6];
-// Per warpgroup (its thread 0): consume end, epilogue after sync 1, after sync 3, after the
-// stores, after the kernel's last consumer sync.
-__device__ unsigned long long g_marks[kTimelineCtas][2][5];
-__device__ __forceinline__ void mark(int i) {
-  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  if (threadIdx.x % 128 == 0 && cta < kTimelineCtas) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    g_marks[cta][threadIdx.x / 128][i] = t;
-  }
-}
-// The global timer, in ns.
-__device__ __forceinline__ unsigned long long probe_time() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 // Writes O v_scale / l (v_scale: kv_scale on an e4m3 cache, whose codes the products used, else
 // 1) as the output (one-chunk requests), or O / l as a partial in T and its lse (log2) for the
 // combine, which applies v_scale (an e4m3 partial in the codes' units: combine.cuh); a
@@ -180,7 +157,6 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
   if (lane % 4 == 0)
     for (int h = 0; h < 2; ++h) s_sum[wg * Tile::kRows + rows.r[h]] = rows.l[h];
   consumer_sync();
-  mark(1);
   if (wg == 0 && lane % 4 == 0) {
     for (int h = 0; h < 2; ++h) {
       const int r = rows.r[h];
@@ -203,7 +179,6 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
     }
   }
   consumer_sync();
-  mark(2);
   const int H = p.num_heads;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -223,7 +198,6 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
           out + 256 * wg + 8 * j, pack2<T>(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l),
           pack2<T>(o[4 * j + 4 + 2 * h] * inv_l, o[4 * j + 5 + 2 * h] * inv_l), lane, quad);
   }
-  mark(3);
   const int r = static_cast<int>(threadIdx.x);
   if (r < Tile::kRows && w.row0 + r < w.rows_b) {
     const int64_t grow = static_cast<int64_t>(w.q0) * H + w.row0 + r;
@@ -241,8 +215,7 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
 // every wgmma (C7520) when one stays in flight across a branch whose sides issue different ones.
 template <typename M, int kWg, bool kE4M3>
 __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
-                                        uint8_t* smem, Rows& rows, float (&o)[128],
-                                        unsigned long long& t_tile0) {
+                                        uint8_t* smem, Rows& rows, float (&o)[128]) {
   const uint32_t s_base = smem_addr(smem);
   uint8_t* s_p = smem + Tile::kPOffset;
   float* s_max = reinterpret_cast<float*>(smem + Tile::kMaxOffset);
@@ -385,7 +358,6 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   if constexpr (kWg == 0) {  // tile 0 comes first
     if (n_tiles > 0) {
       scores(0, sv);
-      t_tile0 = probe_time();
       softmax_tile<M>(p, w, sv, first(0), rows, alpha, pa);
       pv_mine(pa, alpha, 0);
       finish(0);
@@ -415,7 +387,6 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
 template <typename T, bool kE4M3, bool kTma>
 __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CUtensorMap& kv_map) {
   using M = std::conditional_t<kE4M3, __half, T>;
-  const unsigned long long t0 = probe_time();
   CtaWork w;
   if (!mma::cta_work<Tile>(p, &w)) return;
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -476,30 +447,15 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   fence_proxy_async();
   consumer_sync();  // Q (and its row factors), for every consumer and for wgmma's reads
   for (int h = 0; h < 2; ++h) rows.scale_log2[h] = p.scale_log2 * (kE4M3 ? s_lse[rows.r[h]] : 1.f);
-  const unsigned long long t1 = probe_time();
-  unsigned long long t_tile0 = 0;
+
   if (wg == 0)
-    consume<M, 0, kE4M3>(p, w, n_tiles, smem, rows, o, t_tile0);
+    consume<M, 0, kE4M3>(p, w, n_tiles, smem, rows, o);
   else
-    consume<M, 1, kE4M3>(p, w, n_tiles, smem, rows, o, t_tile0);
-  const unsigned long long t2 = probe_time();
-  mark(0);
+    consume<M, 1, kE4M3>(p, w, n_tiles, smem, rows, o);
   epilogue<T>(p, w, rows, o, wg, v_scale, s_sum, s_lse, s_inv_l);
   consumer_sync();  // the epilogue's stores and its NaN rows in s_lse
-  const unsigned long long t3 = probe_time();
-  mark(4);
   // Every tile has landed (each was waited for), so the stages are free for its rows' O.
   mma::recompute_nan_rows<T, Tile, kE4M3>(p, smem, s_lse);
-  // Stored, not printed: a printf is a call, and ptxas serializes every wgmma of a kernel
-  // that calls a function (C7510); launch_verify_wgmma prints the records (TV_TIMELINE=1).
-  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  if (threadIdx.x == 0 && cta < kTimelineCtas) {
-    unsigned smid;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-    unsigned long long* rec = g_timeline[cta];
-    rec[0] = t0, rec[1] = t1, rec[2] = t_tile0, rec[3] = t2, rec[4] = t3;
-    rec[5] = (static_cast<unsigned long long>(smid) << 32) | static_cast<unsigned>(n_tiles);
-  }
 }
 
 // Compiled into sm_90a code only; elsewhere a trap (dispatch never launches it there).
