@@ -25,6 +25,9 @@
 #             emulated, so its times are those of the emulation, not of sm_120
 #   flush     S1-S4, V1 and D2 with L2 emptied by a read, then by a write, in one run
 #             (bench --flush: a write leaves dirty lines the timed call writes back)
+#   l2        ncu: the verify kernel's duration and L2/DRAM traffic on L2_CASE (default S1)
+#             after the bench's flush by a read and by a write (caches left as the flush left
+#             them; application replay reruns the call for each pass, so each sees that state)
 #   layers    61 runs of one plan (a step's layers) on S1, S3, V1 and D2: enqueue cost per
 #             run, GPU time, step data rebuilt by every run, and a CUDA graph replay
 #   ab        a change against a baseline build in one call: `treeverify bench` of AB_CASES
@@ -45,6 +48,7 @@
 #             cases it runs, twice, and on the portable kernel (sm_90 table forced), and ncu
 #             profiles of V1 and V4 (TV_WG_PORTABLE=0, TV_WG_PROFILE=0 leave those two out);
 #             with .devpkg/bin/treeverify-base (a baseline build), its times of the same cases
+#   wgcheck   the checks and quick GPU tests of the wgmma step, without its benches and profiles
 #   profile   ncu: stall reasons of the main kernel on V4 (L cut to 65536) and on V1 at page
 #             size 1 and 64, every kernel's duration in one D1 call, and the sm_80 tile
 #             configuration forced on V1/V4
@@ -145,7 +149,7 @@ if want torch; then
   PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_reference.py --json "$out/torch.json" >"$out/torch.txt" 2>&1
   cat "$out/torch.txt"
 fi
-if want wgmma; then
+if want wgmma || want wgcheck; then
   # A kernel that hangs (a pipeline deadlock) would cost every check's timeout: one short
   # check first, and the step stops there if it fails.
   if ! { timeout 30 $bin/treeverify check --backend cuda-mma V1 &&
@@ -154,7 +158,7 @@ if want wgmma; then
     steps=()
   fi
 fi
-if want wgmma; then
+if want wgmma || want wgcheck; then
   {
     for c in V1 V2 D2 S1 S2 R1; do timeout 60 $bin/treeverify check --backend cuda-mma $c; done
     for args in "--heads 8 --tree 64 --prefix 777 --page 16 --shape bushy" \
@@ -175,6 +179,8 @@ if want wgmma; then
       --gtest_filter='GpuVerify.EveryVariant:GpuVerify.Fp16:GpuVerify.Deterministic:GpuVerify.StepDataFollowsThePlan:GpuVerify.WgmmaPagesHeadsAndChunks:GpuVerify.WgmmaTmaCopiesMatchCpAsync:GpuE4M3.WgmmaPagesHeadsAndChunks:GpuE4M3.OutlierChannels:GpuE4M3.NanCodeReachesOnlyTheRowsThatSeeIt'
   } >"$out/wgmma_check.txt" 2>&1
   grep -E "^case|kernel|PASS|FAIL|ERROR|rror|^\[  (PASSED|FAILED)" "$out/wgmma_check.txt" | cut -c1-220
+fi
+if want wgmma && [ ${#steps[@]} -gt 0 ]; then
   cases=(V1 V2 V3 V4 D2 S1 S2 R1)
   for run in 1 2; do
     timeout 150 $bin/treeverify bench --backend cuda-mma "${cases[@]}" >"$out/bench_wgmma$run.txt" 2>&1
@@ -279,6 +285,24 @@ if want flush; then
     timeout 100 $bin/treeverify bench --backend cuda-mma --flush $f S1 S2 S3 S4 V1 D2 2>/dev/null
   done >"$out/flush.txt" 2>&1
   grep -E "^==|^gpu|^(V|D|S)[0-9]" "$out/flush.txt"
+fi
+if want l2; then
+  for f in read write; do
+    echo "== --flush $f"
+    # shellcheck disable=SC2086  # L2_CASE is a word list
+    timeout 200 ncu --clock-control none --cache-control none --replay-mode application \
+      --kernel-name regex:"${KERNEL:-verify}" --launch-skip 2 --launch-count 1 --csv --print-units base \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sector_op_read_hit_rate.pct,lts__t_sector_op_write_hit_rate.pct \
+      $bin/treeverify bench --backend cuda-mma --iters 1 --warmup 1 --flush $f ${L2_CASE:-S1} 2>&1 |
+      python3 -c '
+import csv, sys
+rows = [r for r in csv.reader(l for l in sys.stdin if l.startswith("\""))]
+h = rows[0] if rows else []
+for r in rows[1:]:
+    print(r[h.index("Kernel Name")].split("(")[0][:40], r[h.index("Metric Name")], r[h.index("Metric Value")])
+'
+  done >"$out/l2.txt" 2>&1
+  cat "$out/l2.txt"
 fi
 if want layers; then
   timeout 200 $bin/treeverify bench --backend cuda-mma --layers 61 S1 S3 V1 D2 >"$out/layers.txt" 2>&1
