@@ -363,17 +363,6 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
       finish(0);
     }
     own = 2;
-  } else if (n_tiles > 1) {
-    // Tile 1 is copied with tile 0 (both stages start free), so its scores need not wait for
-    // the other warpgroup's P of tile 0: they run beside that warpgroup's scores and softmax of
-    // tile 0, which otherwise have nothing beside them (a chunk of two tiles pays for it whole).
-    scores(1, sv);
-    pv_theirs(0);
-    finish(0);  // also frees P's buffer for this warpgroup's P of tile 1
-    softmax_tile<M>(p, w, sv, first(1), rows, alpha, pa);
-    pv_mine(pa, alpha, 1);
-    finish(1);
-    own = 3;
   }
   // (the other's tile own - 1, this one's): own's scores run beside the P V of own - 1.
   // (Taking them before waiting for the other warpgroup's P of own - 1 puts the copy of own,
