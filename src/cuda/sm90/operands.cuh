@@ -16,26 +16,6 @@
 
 namespace treeverify::cuda::sm90 {
 
-// The first-pair probe (an experiment build): %globaltimer ns at marks of each CTA, by group
-// (0, 1: the consumer warpgroups' thread 0; 2: the producer's) and slot; stored by a predicated
-// st.global (no branch, so no wgmma is serialized by it); launch_verify_wgmma prints them.
-inline constexpr unsigned kProbeCtas = 4096;
-__device__ unsigned long long g_probe[kProbeCtas][3][12];
-__device__ __forceinline__ void probe_store(int group, int slot, unsigned long long v, bool cond) {
-  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  unsigned long long* a = &g_probe[cta % kProbeCtas][group][slot];
-  const unsigned c = cond && threadIdx.x % 128 == 0 && cta < kProbeCtas;
-  asm volatile("{ .reg .pred q; setp.ne.u32 q, %2, 0; @q st.global.u64 [%0], %1; }" ::"l"(a),
-               "l"(v), "r"(c)
-               : "memory");
-}
-__device__ __forceinline__ void probe_mark(int group, int slot, bool cond) {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
-  probe_store(group, slot, t, cond);
-}
-
-
 using mma::CtaWork;
 using mma::VerifyKernelParams;
 using Tile = WgmmaTile;
@@ -219,8 +199,6 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
     }
   };
   int32_t next[kRowsEach];
-  if constexpr (!kE4M3) probe_mark(2, 0, true);  // producer start
-  if constexpr (!kE4M3) probe_store(2, 9, n_tiles, true);
   page_ids(0, next);
   for (int tile = 0; tile < n_tiles; ++tile) {
     int32_t ids[kRowsEach];
@@ -301,7 +279,6 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
       cp_async_mbar_arrive(full);
     }
   }
-  if constexpr (!kE4M3) probe_mark(2, 3, true);  // every tile issued
 }
 
 }  // namespace treeverify::cuda::sm90

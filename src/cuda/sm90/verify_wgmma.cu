@@ -1,8 +1,6 @@
 // The wgmma verify kernel's launches (launcher.h): its eight instances (bf16 or fp16 queries; a
 // 16-bit cache or an e4m3 one in exact mode; tiles copied by cp.async or by TMA), chosen here
 // once for every caller.
-#include <cstdio>
-#include <cstdlib>
 #include <type_traits>
 
 #include "cuda/common/smem_limit.cuh"
@@ -44,26 +42,7 @@ cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid
   return with_kernel(dtype, e4m3, tma, [&](auto kernel) {
     if (cudaError_t err = raise_smem_limit(kernel); err != cudaSuccess) return err;
     kernel.value<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params, map);
-    if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-    // The first-pair probe (experiment build): with TV_TIMELINE set, one "pr" line a CTA (cta,
-    // then 3 groups x 12 slots), then the records cleared; synchronizes the stream.
-    static const bool timeline = std::getenv("TV_TIMELINE") != nullptr;
-    if (!timeline) return cudaSuccess;
-    static unsigned long long rec[kProbeCtas][3][12];
-    if (cudaError_t err = cudaStreamSynchronize(stream); err != cudaSuccess) return err;
-    if (cudaError_t err = cudaMemcpyFromSymbol(rec, g_probe, sizeof(rec)); err != cudaSuccess)
-      return err;
-    const unsigned ctas = grid.x * grid.y * grid.z;
-    for (unsigned c = 0; c < ctas && c < kProbeCtas; ++c) {
-      if (rec[c][0][0] == 0) continue;
-      std::printf("pr %u", c);
-      for (int g = 0; g < 3; ++g)
-        for (int i = 0; i < 12; ++i) std::printf(" %llu", rec[c][g][i]);
-      std::printf("\n");
-    }
-    std::fflush(stdout);
-    static const unsigned long long zero[kProbeCtas][3][12] = {};
-    return cudaMemcpyToSymbol(g_probe, zero, sizeof(zero));
+    return cudaGetLastError();
   });
 }
 

@@ -238,7 +238,6 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   auto wait_tile = [&](int t) {
     mbar_wait(s_base + Tile::kFullOffset + 8 * (t % Tile::kStages), (t / Tile::kStages) & 1);
     fence_proxy_async();
-    if constexpr (!kE4M3) probe_mark(kWg, 2 + (t & 1), t <= 1);  // tile 0 / 1 seen landed
   };
   auto stage = [&](int t) { return s_base + (t % Tile::kStages) * Tile::kStageBytes; };
   // e4m3: the warpgroup that scores tile t widens rows 32-63 of its codes once they have landed
@@ -297,7 +296,6 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     fence_accumulators(sc);
 #pragma unroll
     for (int i = 0; i < 32; ++i) sv[i] += sc[i];
-    if constexpr (!kE4M3) probe_mark(kWg, 5, t <= 1);  // own first tile scored
   };
   auto scale_o = [&](const float(&alpha)[2]) {
     if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
@@ -313,7 +311,6 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   auto pv_theirs = [&](int t) {
     wait_tile(t);
     mbar_wait(p_theirs, (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
-    if constexpr (!kE4M3) probe_mark(kWg, 4, t <= 1);        // the other's first P received
     float alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -332,12 +329,9 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // (mbarrier p_mine), then O = alpha O + P V with P from registers, left running. P's buffer
   // must be free: its last reader is this warpgroup's P V of the other's tile before.
   auto pv_mine = [&](const uint32_t(&pa)[16], const float(&alpha)[2], int t) {
-    if constexpr (!kE4M3) probe_mark(kWg, 9, t <= 1);  // own first softmax done
     publish_p(rows, pa, s_p, s_max);
-    if constexpr (!kE4M3) probe_mark(kWg, 10, t <= 1);  // its P stored
     fence_proxy_async();
     mbar_arrive(p_mine);  // releases this thread's stores
-    if constexpr (!kE4M3) probe_mark(kWg, 6, t <= 1);  // own first P published
     scale_o(alpha);
     wgmma_fence();
 #pragma unroll
@@ -352,7 +346,6 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     wgmma_wait<0>();
     fence_accumulators(o);
     release(t);
-    if constexpr (!kE4M3) probe_mark(kWg, 11, t == kWg);  // own first P V done
   };
   auto first = [&](int t) { return w.tok_begin + t * Tile::kTokens; };
 
@@ -394,7 +387,6 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
 template <typename T, bool kE4M3, bool kTma>
 __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CUtensorMap& kv_map) {
   using M = std::conditional_t<kE4M3, __half, T>;
-  if constexpr (!kE4M3) probe_mark(0, 0, true);  // CTA start
   CtaWork w;
   if (!mma::cta_work<Tile>(p, &w)) return;
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -455,15 +447,13 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   fence_proxy_async();
   consumer_sync();  // Q (and its row factors), for every consumer and for wgmma's reads
   for (int h = 0; h < 2; ++h) rows.scale_log2[h] = p.scale_log2 * (kE4M3 ? s_lse[rows.r[h]] : 1.f);
-  if constexpr (!kE4M3) probe_mark(wg, 1, true);  // Q ready
+
   if (wg == 0)
     consume<M, 0, kE4M3>(p, w, n_tiles, smem, rows, o);
   else
     consume<M, 1, kE4M3>(p, w, n_tiles, smem, rows, o);
-  if constexpr (!kE4M3) probe_mark(wg, 7, true);  // loop end
   epilogue<T>(p, w, rows, o, wg, v_scale, s_sum, s_lse, s_inv_l);
   consumer_sync();  // the epilogue's stores and its NaN rows in s_lse
-  if constexpr (!kE4M3) probe_mark(wg, 8, true);  // epilogue end
   // Every tile has landed (each was waited for), so the stages are free for its rows' O.
   mma::recompute_nan_rows<T, Tile, kE4M3>(p, smem, s_lse);
 }
