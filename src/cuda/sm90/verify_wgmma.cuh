@@ -143,17 +143,30 @@ __device__ __forceinline__ void publish_p(const Rows& rows, const uint32_t (&pa)
   }
 }
 
+// Whether either 16-bit value of a packed pair is an infinity or a NaN (all exponent bits set).
+template <typename T>
+__device__ __forceinline__ bool nonfinite2(uint32_t v) {
+  constexpr uint32_t kExp = std::is_same_v<T, __nv_bfloat16> ? 0x7f807f80u : 0x7c007c00u;
+  return __vcmpeq2(v & kExp, kExp) != 0u;
+}
+
 // Writes O v_scale / l (v_scale: kv_scale on an e4m3 cache, whose codes the products used, else
 // 1) as the output (one-chunk requests), or O / l as a partial in T and its lse (log2) for the
 // combine, which applies v_scale (an e4m3 partial in the codes' units: combine.cuh); a
 // row with a non-finite value in O or l is marked NaN in s_lse for the recomputation (the portable
 // epilogue's contract, cuda/mma/tile_ops.cuh).
+// The rows go through shared memory (s_out, a free stage) so that the code each CTA runs once is
+// short: stored from the accumulators in place, the unrolled normalise/pack/exchange/store
+// sequence was 13.8 KB of SASS, and fetching it cold was about half of S1's instruction-fetch
+// stalls, which were 36% of its warp samples (H200, 2026-12-03: DESIGN_NOTES.md). Here the
+// unrolled part is the normalise, pack and 16 stmatrix a thread; the copy out and the
+// non-finite test are a loop.
 template <typename T>
 __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
                                          const Rows& rows, const float (&o)[128], int wg,
-                                         float v_scale, float* s_sum, float* s_lse,
-                                         float* s_inv_l) {
-  const int lane = static_cast<int>(threadIdx.x) % 32;
+                                         float v_scale, float* s_sum, float* s_lse, float* s_inv_l,
+                                         uint8_t* s_out) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   if (lane % 4 == 0)
     for (int h = 0; h < 2; ++h) s_sum[wg * Tile::kRows + rows.r[h]] = rows.l[h];
   consumer_sync();
@@ -167,37 +180,47 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
     }
   }
   consumer_sync();
-  // x * 0 is 0 for finite x and NaN otherwise; the threads sharing a row mark it by atomics.
+  // O v_scale / l in T, row r at s_out + r kOutPitch: stmatrix j writes 8-column blocks 2 j and
+  // 2 j + 1 of this warpgroup's 256 columns, rows lo and hi (matrix k = lane / 8: block
+  // 2 j + k / 2, rows 8 (k % 2) + lane % 8 of the warp's 16). A partial's 1/l is at most 1 (l >=
+  // 1 where a row saw anything, else 0), so a value non-finite in T marks a row whose O or l was
+  // not finite; an output may also overflow T by kv_scale (e4m3), and its exact recomputation
+  // writes the same infinity.
+  const float inv_l[2] = {s_inv_l[rows.r[0]], s_inv_l[rows.r[1]]};
+  const uint32_t row_addr = smem_addr(s_out) +
+                            (16 * (warp % 4) + 8 * ((lane / 8) % 2) + lane % 8) * Tile::kOutPitch +
+                            (256 * wg + 8 * (lane / 16)) * 2;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float z = 0.f;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) z += o[4 * j + 2 * h] * 0.f + o[4 * j + 2 * h + 1] * 0.f;
-    if (z != 0.f) {
-      atomicExch(s_inv_l + rows.r[h], NAN);
-      atomicExch(s_lse + rows.r[h], NAN);
-    }
+  for (int j = 0; j < 16; ++j) {
+    const float* a = o + 8 * j;  // accumulators of blocks 2 j (a[0..3]) and 2 j + 1 (a[4..7])
+    stmatrix_x4(row_addr + 32 * j, pack2<T>(a[0] * inv_l[0], a[1] * inv_l[0]),
+                pack2<T>(a[2] * inv_l[1], a[3] * inv_l[1]),
+                pack2<T>(a[4] * inv_l[0], a[5] * inv_l[0]),
+                pack2<T>(a[6] * inv_l[1], a[7] * inv_l[1]));
   }
-  consumer_sync();
+  consumer_sync();  // the staged rows, for every warp's copy
+  // Warp w copies rows w, w + 8, ..., 8 bytes a lane (a row's 1 KB in 4 warp stores of whole
+  // lines), and marks a row with a non-finite value for the recomputation.
   const int H = p.num_heads;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int gr = w.row0 + rows.r[h];
-    if (gr >= w.rows_b) continue;
-    const float inv_l = s_inv_l[rows.r[h]];
-    const int node = gr / H, head = gr % H;
+  constexpr int kWarps = Tile::kConsumerThreads / 32;
+#pragma unroll 1
+  for (int r = warp; r < Tile::kRows && w.row0 + r < w.rows_b; r += kWarps) {
+    const int gr = w.row0 + r, node = gr / H, head = gr % H;
     const int64_t grow = static_cast<int64_t>(w.q0) * H + gr;
     T* out = w.final_out ? static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
                                head * p.out_stride_head
                          : static_cast<T*>(p.part_out) + (blockIdx.y * p.total_rows + grow) * kVDim;
-    // Fragments j and j + 1 hold 16 adjacent columns of the row: written by the quad together.
-    const uint32_t quad = 0xfu << (lane & ~3);
+    const uint8_t* src = s_out + r * Tile::kOutPitch;
+    bool bad = false;
 #pragma unroll
-    for (int j = 0; j < 32; j += 2)
-      store_quad_columns<T>(
-          out + 256 * wg + 8 * j, pack2<T>(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l),
-          pack2<T>(o[4 * j + 4 + 2 * h] * inv_l, o[4 * j + 5 + 2 * h] * inv_l), lane, quad);
+    for (int k = 0; k < kVDim / 128; ++k) {
+      const uint2 v = *reinterpret_cast<const uint2*>(src + 8 * (lane + 32 * k));
+      bad |= nonfinite2<T>(v.x) || nonfinite2<T>(v.y);
+      *reinterpret_cast<uint2*>(out + 4 * (lane + 32 * k)) = v;
+    }
+    if (__any_sync(0xffffffffu, bad) && lane == 0) s_lse[r] = NAN;
   }
+  consumer_sync();  // the rows' marks
   const int r = static_cast<int>(threadIdx.x);
   if (r < Tile::kRows && w.row0 + r < w.rows_b) {
     const int64_t grow = static_cast<int64_t>(w.q0) * H + w.row0 + r;
@@ -452,9 +475,10 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
     consume<M, 0, kE4M3>(p, w, n_tiles, smem, rows, o);
   else
     consume<M, 1, kE4M3>(p, w, n_tiles, smem, rows, o);
-  epilogue<T>(p, w, rows, o, wg, v_scale, s_sum, s_lse, s_inv_l);
+  // Every tile has landed and been read (each was waited for), so the stages are free: stage 0
+  // for the rows' way out, then for the recomputed rows' O.
+  epilogue<T>(p, w, rows, o, wg, v_scale, s_sum, s_lse, s_inv_l, smem);
   consumer_sync();  // the epilogue's stores and its NaN rows in s_lse
-  // Every tile has landed (each was waited for), so the stages are free for its rows' O.
   mma::recompute_nan_rows<T, Tile, kE4M3>(p, smem, s_lse);
 }
 

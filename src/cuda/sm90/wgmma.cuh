@@ -65,6 +65,18 @@ __device__ __forceinline__ void fence_proxy_async() {
 #endif
 }
 
+// Stores four 8x8 matrices of 16-bit values held as mma accumulators hold them (register k of
+// lane i: row i / 4, columns 2 (i % 4) and + 1 of matrix k); lane i gives the address of row
+// i % 8 of matrix i / 8.
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2,
+                                            uint32_t r3) {
+#if TV_HAS_WGMMA
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+#endif
+}
+
 // The registers a thread of this warpgroup holds from here on (every warp of the warpgroup
 // executes the same one): .dec gives registers back to the SM, .inc waits until it has them.
 template <int kRegisters>
