@@ -232,13 +232,16 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
   }
 }
 
-// Consumer warpgroup kWg's pass over the chunk's tiles, O_g into o (module comment above); M is
-// the products' type (the query's, or fp16 on an e4m3 cache, kE4M3). A template on the
-// warpgroup so that each pass is one straight line of wgmma per tile kind: ptxas serializes
-// every wgmma (C7520) when one stays in flight across a branch whose sides issue different ones.
-template <typename M, int kWg, bool kE4M3>
+// Consumer warpgroup g's pass over the chunk's tiles, O_g into o (module comment above); M is
+// the products' type (the query's, or fp16 on an e4m3 cache, kE4M3). Every wgmma is waited for
+// before any join of the control flow (ptxas serializes them all, C7514/C7520, when one stays in
+// flight across a branch or a back edge), so both warpgroups can run one copy of the loop: with
+// g a run-time value the kernel's code is a third smaller, and the code each CTA fetches cold
+// half as large (H200, 2026-12-03: V1 3.4%, S2 6% faster; DESIGN_NOTES.md). The e4m3 kernels
+// call it with g constant (a copy a warpgroup): one shared copy spilled 52-64 bytes there.
+template <typename M, bool kE4M3>
 __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
-                                        uint8_t* smem, Rows& rows, float (&o)[128]) {
+                                        uint8_t* smem, Rows& rows, float (&o)[128], int g) {
   const uint32_t s_base = smem_addr(smem);
   uint8_t* s_p = smem + Tile::kPOffset;
   float* s_max = reinterpret_cast<float*>(smem + Tile::kMaxOffset);
@@ -254,8 +257,8 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     if (lane == 0) mbar_arrive(s_base + Tile::kEmptyOffset + 8 * (t % Tile::kStages));
   };
   // The mbarriers that say a warpgroup's P and max are ready: this one's, the other's.
-  const uint32_t p_mine = s_base + Tile::kPReadyOffset + 8 * kWg;
-  const uint32_t p_theirs = s_base + Tile::kPReadyOffset + 8 * (1 - kWg);
+  const uint32_t p_mine = s_base + Tile::kPReadyOffset + 8 * g;
+  const uint32_t p_theirs = s_base + Tile::kPReadyOffset + 8 * (1 - g);
   // Waits until tile t has landed: the copies (generic proxy), seen through the mbarrier, for
   // wgmma (both warpgroups wait; the one that does not score the tile finds it landed).
   auto wait_tile = [&](int t) {
@@ -273,8 +276,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   };
   // V of tile t, this warpgroup's 256 columns, N-major.
   auto v_desc = [&](int t) {
-    return smem_desc<Swizzle::k128B>(stage(t) + 4 * kWg * Tile::kBlockBytes, Tile::kBlockBytes,
-                                     1024);
+    return smem_desc<Swizzle::k128B>(stage(t) + 4 * g * Tile::kBlockBytes, Tile::kBlockBytes, 1024);
   };
   // S = Q K^T over tile t into sv; waits for every wgmma in flight (O's P V may run beside). The
   // tensor cores' fp32 accumulation does not round to nearest, so no chain of k steps may be deep:
@@ -377,8 +379,8 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // an if), where it moves accumulator registers.
   uint32_t pa[16];
   float sv[32], alpha[2];
-  int own = kWg;
-  if constexpr (kWg == 0) {  // tile 0 comes first
+  int own = g;
+  if (g == 0) {  // tile 0 comes first
     if (n_tiles > 0) {
       scores(0, sv);
       softmax_tile<M>(p, w, sv, first(0), rows, alpha, pa);
@@ -471,10 +473,14 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   consumer_sync();  // Q (and its row factors), for every consumer and for wgmma's reads
   for (int h = 0; h < 2; ++h) rows.scale_log2[h] = p.scale_log2 * (kE4M3 ? s_lse[rows.r[h]] : 1.f);
 
-  if (wg == 0)
-    consume<M, 0, kE4M3>(p, w, n_tiles, smem, rows, o);
-  else
-    consume<M, 1, kE4M3>(p, w, n_tiles, smem, rows, o);
+  if constexpr (kE4M3) {  // a copy a warpgroup (one shared copy spilled 52-64 bytes)
+    if (wg == 0)
+      consume<M, kE4M3>(p, w, n_tiles, smem, rows, o, 0);
+    else
+      consume<M, kE4M3>(p, w, n_tiles, smem, rows, o, 1);
+  } else {
+    consume<M, kE4M3>(p, w, n_tiles, smem, rows, o, wg);
+  }
   // Every tile has landed and been read (each was waited for), so the stages are free: stage 0
   // for the rows' way out, then for the recomputed rows' O.
   epilogue<T>(p, w, rows, o, wg, v_scale, s_sum, s_lse, s_inv_l, smem);
