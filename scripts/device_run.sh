@@ -28,6 +28,10 @@
 #   l2        ncu: the verify kernel's duration and L2/DRAM traffic on L2_CASE (default S1)
 #             after the bench's flush by a read and by a write (caches left as the flush left
 #             them; application replay reruns the call for each pass, so each sees that state)
+#   stalls    ncu: warp-state samples at the finest interval of the main kernel (KERNEL, default
+#             verify_wgmma) on STALLS_CASE (bench flags, default S1), summed by stall reason and
+#             by 4 KB block of its code (stall_no_inst: code fetched cold), and its 40 hottest
+#             instructions (scripts/sass_hotspots.py)
 #   layers    61 runs of one plan (a step's layers) on S1, S3, V1 and D2: enqueue cost per
 #             run, GPU time, step data rebuilt by every run, and a CUDA graph replay
 #   ab        a change against a baseline build in one call: `treeverify bench` of AB_CASES
@@ -303,6 +307,17 @@ for r in rows[1:]:
 '
   done >"$out/l2.txt" 2>&1
   cat "$out/l2.txt"
+fi
+if want stalls; then
+  # shellcheck disable=SC2086  # STALLS_CASE is a word list
+  ncu --clock-control none --kernel-name regex:"${KERNEL:-verify_wgmma}" --launch-skip 2 --launch-count 1 \
+    --warp-sampling-interval 0 --section WarpStateStats --section SourceCounters \
+    --export "$out/stalls" --force-overwrite \
+    $bin/treeverify bench --backend cuda-mma --iters 1 --warmup 1 ${STALLS_CASE:-S1} >"$out/stalls_run.log" 2>&1
+  ncu --import "$out/stalls.ncu-rep" --page source --print-source sass --csv >"$out/stalls.csv" 2>&1
+  rm -f "$out/stalls.ncu-rep"
+  { python3 scripts/sass_hotspots.py --reasons "$out/stalls.csv" 12
+    python3 scripts/sass_hotspots.py "$out/stalls.csv" 40; } | tee "$out/stalls.txt"
 fi
 if want layers; then
   timeout 200 $bin/treeverify bench --backend cuda-mma --layers 61 S1 S3 V1 D2 >"$out/layers.txt" 2>&1

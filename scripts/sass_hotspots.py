@@ -4,8 +4,10 @@ Default: the SASS instructions with the most warp-stall samples, with the stall 
 make up each. --waits: the samples summed by mbarrier wait (a try-wait and the retry branch
 after it, keyed by the mbarrier's shared-memory offset as the SASS names it: the kernel's map,
 e.g. src/cuda/sm90/tile.h, says which barrier that is) and, for every other instruction, by
-opcode.
-Usage: sass_hotspots.py [--waits] SASS_CSV [N]   (N: rows to print; default 40, --waits 25)"""
+opcode. --reasons: the samples summed by stall reason, then by 4 KB block of the kernel's code
+(256 instructions, in address order: instruction-fetch stalls, stall_no_inst, and instructions
+executed), which says where code run once and fetched cold costs.
+Usage: sass_hotspots.py [--waits | --reasons] SASS_CSV [N]   (N: rows; default 40, --waits 25)"""
 import csv
 import re
 import sys
@@ -71,14 +73,30 @@ def waits(rows: list[dict], total_col: str, n: int) -> None:
         print(f"  {key:<26} {v:9.0f} {100 * v / total:5.1f}%")
 
 
+def reasons(rows: list[dict], total_col: str, n: int) -> None:
+    cols = [c for c in rows[0].keys() if c.startswith("stall_") and "Not Issued" not in c]
+    total = sum(num(r[total_col]) for r in rows) or 1.0
+    print(f"{total:.0f} stall samples; by reason (top {n}):")
+    sums = {c: sum(num(r[c]) for r in rows) for c in cols}
+    for c, v in sorted(sums.items(), key=lambda kv: -kv[1])[:n]:
+        if v > 0:
+            print(f"  {c:<26} {v:9.0f} {100 * v / total:5.1f}%")
+    print("4 KB block: stall_no_inst, all samples, instructions executed")
+    for b in range(0, len(rows), 256):
+        part = rows[b:b + 256]
+        no_inst = sum(num(r.get("stall_no_inst", "0")) for r in part)
+        executed = sum(num(r.get("Instructions Executed", "0")) for r in part)
+        print(f"  {b // 256:3d} {no_inst:8.0f} {sum(num(r[total_col]) for r in part):9.0f} {executed:11.0f}")
+
+
 def main() -> None:
     args = sys.argv[1:]
-    by_wait = bool(args) and args[0] == "--waits"
-    if by_wait:
+    mode = args[0] if args and args[0] in ("--waits", "--reasons") else ""
+    if mode:
         args = args[1:]
     rows, total_col = load(args[0])
-    n = int(args[1]) if len(args) > 1 else (25 if by_wait else 40)
-    (waits if by_wait else hotspots)(rows, total_col, n)
+    n = int(args[1]) if len(args) > 1 else (25 if mode else 40)
+    {"--waits": waits, "--reasons": reasons}.get(mode, hotspots)(rows, total_col, n)
 
 
 if __name__ == "__main__":
