@@ -28,10 +28,6 @@
 #   l2        ncu: the verify kernel's duration and L2/DRAM traffic on L2_CASE (default S1)
 #             after the bench's flush by a read and by a write (caches left as the flush left
 #             them; application replay reruns the call for each pass, so each sees that state)
-#   stalls    ncu: warp-state samples at the finest interval of the main kernel (KERNEL, default
-#             verify_wgmma) on STALLS_CASE (bench flags, default S1), summed by stall reason and
-#             by 4 KB block of its code (stall_no_inst: code fetched cold), and its 40 hottest
-#             instructions (scripts/sass_hotspots.py)
 #   layers    61 runs of one plan (a step's layers) on S1, S3, V1 and D2: enqueue cost per
 #             run, GPU time, step data rebuilt by every run, and a CUDA graph replay
 #   ab        a change against a baseline build in one call: `treeverify bench` of AB_CASES
@@ -40,8 +36,9 @@
 #             each, interleaved, into one log (ab.txt), and a line a run of case and ms
 #   sass      ncu: warp-stall samples per SASS instruction of the main kernel on V4 (L cut
 #             to 65536), as csv (sass.csv), the 40 instructions with the most samples and the
-#             samples summed by mbarrier wait and opcode (KERNEL=verify_wgmma: the wgmma
-#             kernel's; SASS_CASE: other bench flags, e.g. --kv-format e4m3)
+#             samples summed by mbarrier wait and opcode, and by stall reason and 4 KB block of
+#             code (KERNEL=verify_wgmma: the wgmma kernel's; SASS_CASE: other bench flags, e.g.
+#             --kv-format e4m3 or S1; SASS_INTERVAL=0: the finest sampling, for short kernels)
 #   wgsan     the wgmma kernel (the device's own choice only) under memcheck, over the GpuVerify
 #             and GpuE4M3 tests that run it, and racecheck, over EveryVariant, GpuNonFinite's and
 #             GpuE4M3's outlier channels (each tool
@@ -184,7 +181,7 @@ if want wgmma || want wgcheck; then
   } >"$out/wgmma_check.txt" 2>&1
   grep -E "^case|kernel|PASS|FAIL|ERROR|rror|^\[  (PASSED|FAILED)" "$out/wgmma_check.txt" | cut -c1-220
 fi
-if want wgmma && [ ${#steps[@]} -gt 0 ]; then
+if want wgmma; then
   cases=(V1 V2 V3 V4 D2 S1 S2 R1)
   for run in 1 2; do
     timeout 150 $bin/treeverify bench --backend cuda-mma "${cases[@]}" >"$out/bench_wgmma$run.txt" 2>&1
@@ -308,17 +305,6 @@ for r in rows[1:]:
   done >"$out/l2.txt" 2>&1
   cat "$out/l2.txt"
 fi
-if want stalls; then
-  # shellcheck disable=SC2086  # STALLS_CASE is a word list
-  ncu --clock-control none --kernel-name regex:"${KERNEL:-verify_wgmma}" --launch-skip 2 --launch-count 1 \
-    --warp-sampling-interval 0 --section WarpStateStats --section SourceCounters \
-    --export "$out/stalls" --force-overwrite \
-    $bin/treeverify bench --backend cuda-mma --iters 1 --warmup 1 ${STALLS_CASE:-S1} >"$out/stalls_run.log" 2>&1
-  ncu --import "$out/stalls.ncu-rep" --page source --print-source sass --csv >"$out/stalls.csv" 2>&1
-  rm -f "$out/stalls.ncu-rep"
-  { python3 scripts/sass_hotspots.py --reasons "$out/stalls.csv" 12
-    python3 scripts/sass_hotspots.py "$out/stalls.csv" 40; } | tee "$out/stalls.txt"
-fi
 if want layers; then
   timeout 200 $bin/treeverify bench --backend cuda-mma --layers 61 S1 S3 V1 D2 >"$out/layers.txt" 2>&1
   grep -E "^gpu|^(V|D|S)[0-9]|layers, one stream" "$out/layers.txt"
@@ -342,10 +328,12 @@ if want ab; then
 fi
 if want sass; then
   # SASS_CASE: the bench case's flags instead of V4's shape at L = 65536; SASS_TAG: a suffix
-  # for the files, so that two cases can be profiled in one call.
+  # for the files, so that two cases can be profiled in one call; SASS_INTERVAL: ncu's warp
+  # sampling interval (0, the finest, for short kernels such as S1's).
   tag=${SASS_TAG:-}
+  # shellcheck disable=SC2046  # the interval option is one word or none
   ncu --clock-control none --kernel-name regex:"${KERNEL:-verify_mma}" --launch-skip 2 --launch-count 1 \
-    --section WarpStateStats --section SourceCounters --export "$out/sass$tag" --force-overwrite \
+    $([ -n "${SASS_INTERVAL:-}" ] && echo "--warp-sampling-interval $SASS_INTERVAL") --section WarpStateStats --section SourceCounters --export "$out/sass$tag" --force-overwrite \
     $bin/treeverify bench --backend cuda-mma --iters 1 --warmup 2 \
     ${SASS_CASE:---heads 64 --tree 64 --prefix 65536 --page 64} >"$out/sass_run$tag.log" 2>&1
   ncu --import "$out/sass$tag.ncu-rep" --page source --print-source sass --csv >"$out/sass$tag.csv" 2>&1
@@ -353,4 +341,6 @@ if want sass; then
   python3 scripts/sass_hotspots.py "$out/sass$tag.csv" 40 | tee "$out/sass_top$tag.txt"
   # The same samples summed by mbarrier wait (offsets: the kernel's shared-memory map) and opcode.
   python3 scripts/sass_hotspots.py --waits "$out/sass$tag.csv" 25 | tee "$out/sass_waits$tag.txt"
+  # And by stall reason and 4 KB block of code (stall_no_inst: code fetched cold).
+  python3 scripts/sass_hotspots.py --reasons "$out/sass$tag.csv" 12 | tee "$out/sass_reasons$tag.txt"
 fi
