@@ -33,7 +33,8 @@
 #   ab        a change against a baseline build in one call: `treeverify bench` of AB_CASES
 #             (default S1-S4, V1, D1, D2) with AB_FLAGS (e.g. --kv-format e4m3) by
 #             .devpkg/bin/treeverify and .devpkg/bin/treeverify-base, AB_RUNS (default 2) times
-#             each, interleaved, into one log (ab.txt), and a line a run of case and ms
+#             each, interleaved, into one log (ab.txt), and a line a run of case and ms;
+#             AB_BASE_BIN=treeverify AB_BASE_FLAGS=... compares two sets of flags of one build
 #   sass      ncu: warp-stall samples per SASS instruction of the main kernel on V4 (L cut
 #             to 65536), as csv (sass.csv), the 40 instructions with the most samples and the
 #             samples summed by mbarrier wait and opcode, and by stall reason and 4 KB block of
@@ -177,7 +178,7 @@ if want wgmma || want wgcheck; then
       timeout 60 $bin/treeverify check --backend cuda-mma --kv-format e4m3 $args
     done
     TREEVERIFY_TEST_OWN_TABLE_ONLY=1 timeout 200 $bin/treeverify_gpu_tests --gtest_brief=1 \
-      --gtest_filter='GpuVerify.EveryVariant:GpuVerify.Fp16:GpuVerify.Deterministic:GpuVerify.StepDataFollowsThePlan:GpuVerify.WgmmaPagesHeadsAndChunks:GpuVerify.WgmmaTmaCopiesMatchCpAsync:GpuE4M3.WgmmaPagesHeadsAndChunks:GpuE4M3.OutlierChannels:GpuE4M3.NanCodeReachesOnlyTheRowsThatSeeIt'
+      --gtest_filter='GpuVerify.EveryVariant:GpuVerify.Fp16:GpuVerify.Deterministic:GpuVerify.StepDataFollowsThePlan:GpuVerify.GraphBringsItsOwnStepData:GpuVerify.MergeInKernel:GpuVerify.WgmmaPagesHeadsAndChunks:GpuVerify.WgmmaTmaCopiesMatchCpAsync:GpuE4M3.WgmmaPagesHeadsAndChunks:GpuE4M3.OutlierChannels:GpuE4M3.NanCodeReachesOnlyTheRowsThatSeeIt'
   } >"$out/wgmma_check.txt" 2>&1
   grep -E "^case|kernel|PASS|FAIL|ERROR|rror|^\[  (PASSED|FAILED)" "$out/wgmma_check.txt" | cut -c1-220
 fi
@@ -310,12 +311,15 @@ if want layers; then
   grep -E "^gpu|^(V|D|S)[0-9]|layers, one stream" "$out/layers.txt"
 fi
 if want ab; then
-  if [ -x $bin/treeverify-base ]; then
+  base=${AB_BASE_BIN:-treeverify-base}
+  if [ -x $bin/$base ]; then
     for run in $(seq "${AB_RUNS:-2}"); do
-      for t in treeverify treeverify-base; do
-        echo "== $t run $run"
-        # shellcheck disable=SC2086  # AB_FLAGS and AB_CASES are word lists
-        timeout 150 $bin/$t bench --backend "${AB_BACKEND:-cuda-mma}" ${AB_FLAGS:-} \
+      for t in treeverify "$base"; do
+        extra=
+        [ "$t" = "$base" ] && extra=${AB_BASE_FLAGS:-}
+        echo "== $t${extra:+($extra)} run $run"
+        # shellcheck disable=SC2086  # AB_FLAGS, AB_BASE_FLAGS and AB_CASES are word lists
+        timeout 150 $bin/$t bench --backend "${AB_BACKEND:-cuda-mma}" ${AB_FLAGS:-} $extra \
           ${AB_CASES:-S1 S2 S3 S4 V1 D1 D2} 2>&1
       done
     done >"$out/ab.txt"
@@ -323,7 +327,7 @@ if want ab; then
          /^((V|D|S|R)[0-9]|custom)/ { line = line " " $1 " " $(NF-4) }
          END { if (line) print line }' "$out/ab.txt"
   else
-    echo "ab: no $bin/treeverify-base (a baseline build, packaged beside this one)"
+    echo "ab: no $bin/$base (a baseline build, packaged beside this one)"
   fi
 fi
 if want sass; then

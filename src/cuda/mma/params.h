@@ -31,6 +31,10 @@ struct VerifyKernelParams {
   float* lse;                // [total_q, H] fp32, may be null
   void* part_out;            // [num_chunks, total_q * H, 512] dtype (workspace)
   float* part_lse;           // [num_chunks, total_q * H] fp32 (workspace), log2 units
+  // Split calls whose whole grid runs at once (a cooperative launch): a counter a row block
+  // ([B, grid.x], workspace, zero between runs) at which its CTAs meet to merge their partials
+  // in the kernel (merge_in_kernel.cuh). Null: the combine kernel merges them after it.
+  uint32_t* merge_counters;
   int32_t num_heads;
   int32_t page_shift;    // log2(page_size)
   int32_t chunk_tokens;  // a multiple of the variant's kTokens (the wgmma kernel's 64-token
