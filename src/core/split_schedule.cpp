@@ -57,7 +57,8 @@ SplitSchedule evaluate(const SplitScheduleInput& in, int64_t tiles, int64_t max_
   // The grid launches every (row block, chunk, request), also those with no work.
   const int64_t grid_ctas = static_cast<int64_t>(s.max_row_blocks) * s.num_chunks *
                             static_cast<int64_t>(in.kv_len.size());
-  s.merge_in_kernel = in.merge_in_kernel && s.partial_rows > 0 && grid_ctas <= in.concurrent_ctas;
+  s.merge_in_kernel = in.merge_in_kernel && s.partial_rows > 0 && grid_ctas <= in.concurrent_ctas &&
+                      s.num_chunks <= in.max_merge_chunks;
   const double slots = in.concurrent_ctas;
   const double token_ns = paced_token_ns(in, s);
   const double full_ns = k.cta_ns + static_cast<double>(full_len) * token_ns;

@@ -2,6 +2,7 @@
 // that is modelled to cost. Host only, so it is tested on the CPU.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <span>
 
@@ -33,6 +34,7 @@ struct SplitScheduleInput {
   // Whether a split call whose whole grid fits in concurrent_ctas may merge its partials inside
   // the kernel (the device launches cooperative kernels, and the caller did not ask otherwise).
   bool merge_in_kernel = false;
+  int32_t max_merge_chunks = INT32_MAX;  // ... and has at most this many chunks
   SplitCosts costs;
   int32_t forced_chunk_tokens = 0;  // > 0: take this chunk length (a multiple of tile_tokens)
 };

@@ -24,8 +24,9 @@ using cuda::mma::VariantId;
 
 struct VariantFacts {
   int rows, tokens, smem, ctas_per_sm;
-  bool bulk;    // needs bulk copies (sm_90+)
-  bool halves;  // two 32-row halves that alternate softmax and products
+  int stage_bytes;  // its KV stages' shared memory, which the in-kernel merge reuses
+  bool bulk;        // needs bulk copies (sm_90+)
+  bool halves;      // two 32-row halves that alternate softmax and products
   std::string name;
   bool wgmma = false;  // the sm_90a wgmma kernel (cuda/sm90), not a portable variant
 };
@@ -58,7 +59,7 @@ VariantFacts variant_facts(VariantId v, DType dtype, KvMode mode) {
     } else if constexpr (cuda::mma::fast_mode_variant(id)) {
       ctas = ctas_for.template operator()<KvMode::kE4M3Fast>();
     }
-    return VariantFacts{V::kRows, V::kTokens, V::kSmemBytes,  ctas,
+    return VariantFacts{V::kRows, V::kTokens, V::kSmemBytes,  ctas, V::kStages * V::kStageBytes,
                         V::kBulk, V::kHalves, variant_name(v)};
   });
 }
@@ -77,6 +78,7 @@ VariantFacts wgmma_facts(DType dtype, bool e4m3) {
                       WgmmaTile::kTokens,
                       WgmmaTile::kSmemBytes,
                       ctas,
+                      WgmmaTile::kStages * WgmmaTile::kStageBytes,
                       false,
                       false,
                       wgmma_name(),
@@ -297,6 +299,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
     in.costs = split_costs(f, device, e4m3, kv_row_bytes(problem.kv_format, problem.dtype));
     in.forced_chunk_tokens = options.force_chunk_tokens;
     in.merge_in_kernel = merge_in_kernel;
+    in.max_merge_chunks = cuda::mma::merge_max_chunks(f.stage_bytes);
     return problem.batch_size > 0 ? plan_split_schedule(in)
                                   : SplitSchedule{.chunk_tokens = f.tokens};
   };

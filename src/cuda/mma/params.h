@@ -13,6 +13,11 @@ enum class KvMode : int {
   kE4M3Fast = 2,  // e4m3, fast (Precision::kFast): Q and P in e4m3, e4m3 products (fp8_ops.cuh)
 };
 
+// The in-kernel merge (merge_in_kernel.cuh) stages a pass of partials in the kernel's KV stages,
+// 16 bytes a unit and chunk and a few lses: with at most this many chunks in a request, a pass
+// holds at least one unit. plan() merges in the kernel only there.
+constexpr int merge_max_chunks(int stage_bytes) { return stage_bytes / 32; }
+
 struct VerifyKernelParams {
   const void* q;                   // [total_q, H, 576] dtype, rows strided as below
   int64_t q_stride_token;          // elements
