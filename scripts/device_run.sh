@@ -314,9 +314,9 @@ if want ab; then
   base=${AB_BASE_BIN:-treeverify-base}
   if [ -x $bin/$base ]; then
     for run in $(seq "${AB_RUNS:-2}"); do
-      for t in treeverify "$base"; do
-        extra=
-        [ "$t" = "$base" ] && extra=${AB_BASE_FLAGS:-}
+      for side in new base; do
+        t=treeverify extra=
+        [ $side = base ] && t=$base extra=${AB_BASE_FLAGS:-}
         echo "== $t${extra:+($extra)} run $run"
         # shellcheck disable=SC2086  # AB_FLAGS, AB_BASE_FLAGS and AB_CASES are word lists
         timeout 150 $bin/$t bench --backend "${AB_BACKEND:-cuda-mma}" ${AB_FLAGS:-} $extra \
