@@ -210,7 +210,6 @@ int run_bench(const BenchFlags& flags) {
   options.force_rows_per_cta = flags.cases.rows_per_cta;
   options.disable_tma = flags.cases.no_tma;
   options.force_tma = flags.cases.force_tma;
-  options.separate_combine = flags.cases.separate_combine;
   if (s.ok()) s = parse_scale(flags.cases.scale_l, &scale);
   if (s.ok() && ((flags.iters && *flags.iters < 1) || (flags.warmup && *flags.warmup < 0))) {
     s = Status(StatusCode::kInvalidArgument, "--iters must be >= 1 and --warmup >= 0");

@@ -20,7 +20,6 @@ int run_check(const CaseFlags& flags) {
   options.force_rows_per_cta = flags.rows_per_cta;
   options.disable_tma = flags.no_tma;
   options.force_tma = flags.force_tma;
-  options.separate_combine = flags.separate_combine;
   if (s.ok() && flags.chunk_tokens.size() > 1)
     s = Status(StatusCode::kInvalidArgument, "--chunk-tokens: check takes one value");
   else if (!flags.chunk_tokens.empty())

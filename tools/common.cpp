@@ -41,9 +41,6 @@ void add_case_flags(CLI::App* app, CaseFlags* f) {
                 "CUDA: the sm_90a wgmma kernel copies whole tiles by TMA tensor copies also for "
                 "requests of 128 rows or fewer (tuning)")
       ->excludes("--no-tma");
-  app->add_flag("--separate-combine", f->separate_combine,
-                "CUDA: merge split partials in the combine kernel, never inside the verify "
-                "kernel where its grid runs at once (tuning)");
   app->add_option("--chunk-tokens", f->chunk_tokens,
                   "CUDA: split the KV sequence into chunks of this many tokens instead of the "
                   "schedule's choice (tuning; bench takes several and runs each case with each)")

@@ -34,7 +34,6 @@ struct CaseFlags {
   int rows_per_cta = 0;           // CUDA: force the variant's rows a CTA (0: the table's)
   bool no_tma = false;            // CUDA: the wgmma kernel copies every tile with cp.async
   bool force_tma = false;         // CUDA: ... or by TMA wherever it can, at any row count
-  bool separate_combine = false;  // CUDA: split partials merged by the combine kernel, always
   std::vector<int> chunk_tokens;  // CUDA: force the split's chunk length (bench: each in turn)
 };
 // What plans the cases (bench, check and doctor): --suite, --backend, --kv-format, --precision.

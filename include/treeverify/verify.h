@@ -135,10 +135,6 @@ struct PlanOptions {
   // requests of 128 rows or fewer, where they measured slower; for tuning. Not with
   // disable_tma.
   bool force_tma = false;
-  // CUDA: merge split partials in a combine kernel after the verify kernel, never inside it
-  // (plan() merges them inside where the whole grid runs on the device at once, which it
-  // models faster), for tests and tuning; the results agree to fp32 rounding.
-  bool separate_combine = false;
 };
 
 namespace detail {
@@ -157,12 +153,7 @@ struct PlanState {
   bool tma = false;
   uint64_t id = 0;  // CUDA: distinct for each plan() call; names the step data in a workspace
   bool programmatic_combine = false;  // CUDA: the split combine overlaps the main kernel's tail
-  // CUDA: the split partials are merged inside the verify kernel (a cooperative launch), not by
-  // the combine kernel; that needs the whole grid at once, at most concurrent_ctas CTAs (the
-  // device's SMs x the kernel's CTAs an SM).
-  bool merge_in_kernel = false;
-  int32_t concurrent_ctas = 0;
-  int32_t device_sms = 0;  // CUDA: SMs of Plan::device (the combine's block size)
+  int32_t device_sms = 0;             // CUDA: SMs of Plan::device (the combine's block size)
 };
 }  // namespace detail
 

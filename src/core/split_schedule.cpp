@@ -22,12 +22,10 @@ double paced_token_ns(const SplitScheduleInput& in, const SplitSchedule& s) {
   return std::max(in.costs.token_ns, running * in.costs.token_bytes / in.costs.bytes_per_ns);
 }
 
-// What a split call adds to its CTAs: the combine, or the merge inside the kernel, and its
-// partials' traffic.
+// What a split call adds to its CTAs: the combine and its partials' traffic.
 double split_ns(const SplitCosts& k, const SplitSchedule& s) {
-  if (s.partial_rows == 0) return 0.0;
-  return (s.merge_in_kernel ? k.merge_in_kernel_ns : k.combine_ns) +
-         k.partial_row_ns * static_cast<double>(s.partial_rows);
+  return s.partial_rows > 0 ? k.combine_ns + k.partial_row_ns * static_cast<double>(s.partial_rows)
+                            : 0.0;
 }
 
 // The schedule with chunks of `tiles` tiles, and its modelled time; `max_kv` is the longest
@@ -54,11 +52,6 @@ SplitSchedule evaluate(const SplitScheduleInput& in, int64_t tiles, int64_t max_
     short_ctas += blocks * (chunks - full);
     short_tokens += blocks * (kv - full * full_len);
   }
-  // The grid launches every (row block, chunk, request), also those with no work.
-  const int64_t grid_ctas = static_cast<int64_t>(s.max_row_blocks) * s.num_chunks *
-                            static_cast<int64_t>(in.kv_len.size());
-  s.merge_in_kernel = in.merge_in_kernel && s.partial_rows > 0 && grid_ctas <= in.concurrent_ctas &&
-                      s.num_chunks <= in.max_merge_chunks;
   const double slots = in.concurrent_ctas;
   const double token_ns = paced_token_ns(in, s);
   const double full_ns = k.cta_ns + static_cast<double>(full_len) * token_ns;

@@ -2,7 +2,6 @@
 // that is modelled to cost. Host only, so it is tested on the CPU.
 #pragma once
 
-#include <climits>
 #include <cstdint>
 #include <span>
 
@@ -14,9 +13,6 @@ struct SplitCosts {
   double token_ns = 60;      // a CTA's time per KV token when bandwidth is not the limit
   double cta_ns = 9500;      // a CTA's fixed time: start, loading Q, filling the pipe, epilogue
   double combine_ns = 3000;  // a split call's combine pass beyond its reads: launch and tail
-  // ... or, where the whole grid runs at once, its merge inside the kernel: the row block's
-  // CTAs meeting at a counter, then each merging a slice from L2 (cuda/mma/merge_in_kernel.cuh)
-  double merge_in_kernel_ns = 1500;
   // Each partial row a split writes (512 fp32 and an lse) and the combine reads back, spread
   // over the device: 4 KB of traffic at its bandwidth.
   double partial_row_ns = 1;
@@ -31,29 +27,22 @@ struct SplitScheduleInput {
   int32_t rows_per_cta = 32;    // query rows (node x head) one CTA holds
   int32_t tile_tokens = 32;     // chunks are whole tiles
   int32_t concurrent_ctas = 1;  // CTAs the device runs at once (SMs x CTAs per SM)
-  // Whether a split call whose whole grid fits in concurrent_ctas may merge its partials inside
-  // the kernel (the device launches cooperative kernels, and the caller did not ask otherwise).
-  bool merge_in_kernel = false;
-  int32_t max_merge_chunks = INT32_MAX;  // ... and has at most this many chunks
   SplitCosts costs;
   int32_t forced_chunk_tokens = 0;  // > 0: take this chunk length (a multiple of tile_tokens)
 };
 
 struct SplitSchedule {
-  int32_t chunk_tokens = 0;      // a multiple of tile_tokens
-  int32_t num_chunks = 1;        // the most chunks of any request: grid.y
-  int32_t max_row_blocks = 0;    // the most row blocks of any request: grid.x
-  int64_t num_ctas = 0;          // CTAs that do work
-  int64_t partial_rows = 0;      // partial rows written and combined (0: no request is split)
-  bool merge_in_kernel = false;  // split, and merged inside the kernel (its grid runs at once)
-  double est_ns = 0;             // modelled time of the call
+  int32_t chunk_tokens = 0;    // a multiple of tile_tokens
+  int32_t num_chunks = 1;      // the most chunks of any request: grid.y
+  int32_t max_row_blocks = 0;  // the most row blocks of any request: grid.x
+  int64_t num_ctas = 0;        // CTAs that do work
+  int64_t partial_rows = 0;    // partial rows written and combined (0: no request is split)
+  double est_ns = 0;           // modelled time of the call
 };
 
 // The chunk length with the least modelled time. The model: every CTA takes cta_ns plus its
 // tokens at token_ns each, or slower when the CTAs running at once ask for more than the
-// device's bandwidth; a split call adds its combine (or its merge inside the kernel, where the
-// input allows it and the grid, row blocks x chunks x requests, fits the device at once) and
-// its partials' traffic. Every
+// device's bandwidth; a split call adds its combine and its partials' traffic. Every
 // candidate is first timed by waves (CTAs of full chunks in waves of concurrent_ctas, shorter
 // ones in the idle slots of the last wave or waves of their own); the best few are then timed
 // in launch order (the grid's order, each CTA in the first slot to free), where a request's

@@ -56,8 +56,6 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   auto* mask = reinterpret_cast<uint32_t*>(ws);
   void* part_out = ws + w.part_out_offset();
   auto* part_lse = reinterpret_cast<float*>(ws + w.part_lse_offset());
-  auto* merge_counters =
-      plan.state.merge_in_kernel ? reinterpret_cast<uint32_t*>(ws + w.counter_offset()) : nullptr;
   const int32_t words = mask_words(plan.max_tree);
   const int64_t rows = static_cast<int64_t>(plan.total_q) * plan.num_heads;
   const int32_t max_rows = plan.max_tree * plan.num_heads;  // of the largest request
@@ -86,11 +84,6 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       if (cudaError_t err = cudaGetLastError(); err != cudaSuccess)
         return cuda_error("build_tree_mask launch", err);
     }
-    // The in-kernel merge's counters start at 0; each run leaves them at 0 again.
-    if (merge_counters != nullptr)
-      if (cudaError_t err = cudaMemsetAsync(merge_counters, 0, w.counter_bytes, stream);
-          err != cudaSuccess)
-        return cuda_error("cudaMemsetAsync of the merge counters", err);
     // Recorded for plans without a mask too: their partials may overwrite another plan's.
     record_step_data(workspace, plan.state.id, arrays);
   }
@@ -116,7 +109,6 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .lse = t.lse,
       .part_out = part_out,
       .part_lse = part_lse,
-      .merge_counters = merge_counters,
       .num_heads = plan.num_heads,
       .page_shift = __builtin_ctz(static_cast<unsigned>(plan.page_size)),
       .chunk_tokens = plan.state.chunk_tokens,
@@ -167,7 +159,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
     return cuda_error(plan.state.wgmma ? "verify_wgmma_kernel launch" : "verify_mma_kernel launch",
                       err);
 
-  if (plan.state.num_chunks > 1 && !plan.state.merge_in_kernel) {
+  if (plan.state.num_chunks > 1) {
     cuda::CombineParams cp{
         .part_out = part_out,
         .v_scale = plan.kv_format == KvFormat::kE4M3 ? t.kv_scale : nullptr,

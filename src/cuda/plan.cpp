@@ -24,9 +24,8 @@ using cuda::mma::VariantId;
 
 struct VariantFacts {
   int rows, tokens, smem, ctas_per_sm;
-  int stage_bytes;  // its KV stages' shared memory, which the in-kernel merge reuses
-  bool bulk;        // needs bulk copies (sm_90+)
-  bool halves;      // two 32-row halves that alternate softmax and products
+  bool bulk;    // needs bulk copies (sm_90+)
+  bool halves;  // two 32-row halves that alternate softmax and products
   std::string name;
   bool wgmma = false;  // the sm_90a wgmma kernel (cuda/sm90), not a portable variant
 };
@@ -59,7 +58,7 @@ VariantFacts variant_facts(VariantId v, DType dtype, KvMode mode) {
     } else if constexpr (cuda::mma::fast_mode_variant(id)) {
       ctas = ctas_for.template operator()<KvMode::kE4M3Fast>();
     }
-    return VariantFacts{V::kRows, V::kTokens, V::kSmemBytes,  ctas, V::kStages * V::kStageBytes,
+    return VariantFacts{V::kRows, V::kTokens, V::kSmemBytes,  ctas,
                         V::kBulk, V::kHalves, variant_name(v)};
   });
 }
@@ -78,7 +77,6 @@ VariantFacts wgmma_facts(DType dtype, bool e4m3) {
                       WgmmaTile::kTokens,
                       WgmmaTile::kSmemBytes,
                       ctas,
-                      WgmmaTile::kStages * WgmmaTile::kStageBytes,
                       false,
                       false,
                       wgmma_name(),
@@ -119,7 +117,6 @@ SplitCosts split_costs(const VariantFacts& facts, const DeviceInfo& device, bool
   c.token_ns = facts.wgmma ? 37 : facts.rows == 64 ? 62 : facts.rows == 32 ? 39 : 60;
   c.cta_ns = facts.wgmma && !e4m3 ? 9500 : facts.rows == 64 ? 12000 : 9500;
   c.combine_ns = 3000;
-  c.merge_in_kernel_ns = 1500;
   c.token_bytes = token_bytes;
   // The memory's peak as the device reports it; the H200's measured copy rate is 4.2 TB/s.
   if (device.memory_bandwidth > 0) c.bytes_per_ns = device.memory_bandwidth * 1e-9;
@@ -276,15 +273,6 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   // is faster: more CTAs, each cheaper, which wins when the prefix is too short to keep the
   // device busy with the larger ones (H200: S1, 128 rows of a 4112-token sequence, 0.0251 ms
   // with 64-row CTAs, 0.0207 with 32-row ones).
-  // Split partials merged inside the kernel where its whole grid runs at once, which needs a
-  // cooperative launch (cuda/mma/merge_in_kernel.cuh), unless the caller asked for the
-  // combine kernel.
-  int cooperative = 0;
-  const bool merge_in_kernel = !options.separate_combine &&
-                               cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch,
-                                                      device.ordinal) == cudaSuccess &&
-                               cooperative != 0;
-  (void)cudaGetLastError();
   auto schedule_for = [&](const VariantFacts& f) {
     SplitScheduleInput in;
     in.qo_indptr = {problem.qo_indptr, static_cast<size_t>(problem.batch_size) + 1};
@@ -298,8 +286,6 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
     in.concurrent_ctas = device.sm_count * f.ctas_per_sm;
     in.costs = split_costs(f, device, e4m3, kv_row_bytes(problem.kv_format, problem.dtype));
     in.forced_chunk_tokens = options.force_chunk_tokens;
-    in.merge_in_kernel = merge_in_kernel;
-    in.max_merge_chunks = cuda::mma::merge_max_chunks(f.stage_bytes);
     return problem.batch_size > 0 ? plan_split_schedule(in)
                                   : SplitSchedule{.chunk_tokens = f.tokens};
   };
@@ -379,8 +365,6 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   // it. griddepcontrol exists in code compiled for sm_90+ (kernel_arch), not merely on the
   // device.
   plan->state.programmatic_combine = device.kernel_arch >= 90;
-  plan->state.merge_in_kernel = sched.merge_in_kernel;
-  plan->state.concurrent_ctas = device.sm_count * chosen_facts.ctas_per_sm;
   plan->state.device_sms = device.sm_count;
   const VariantFacts& f = chosen_facts;
   const bool fast = mode == KvMode::kE4M3Fast;
@@ -418,13 +402,9 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
       : !tma_pays    ? " by cp.async (TMA copies of a 16-bit cache need more than 128 rows in the "
                        "largest request: slower below)"
                      : " by cp.async (TMA copies disabled or unavailable)";
-  const std::string split =
-      sched.partial_rows == 0 ? ", no request split"
-      : sched.merge_in_kernel
-          ? fmt::format(", {} partial rows merged inside the kernel (its grid runs at once)",
-                        sched.partial_rows)
-          : fmt::format(", {} partial rows to combine{}", sched.partial_rows,
-                        options.separate_combine ? " (a separate combine asked)" : "");
+  const std::string split = sched.partial_rows > 0
+                                ? fmt::format(", {} partial rows to combine", sched.partial_rows)
+                                : ", no request split";
   plan->reason = fmt::format(
       "{} runs sm_{} code; {} rows a CTA ({}){}{}, {}-token KV tiles{}{}; {} row block(s) x {} "
       "chunk(s) of {} tokens = {} CTAs, {} per SM{}; modelled {:.1f} us",

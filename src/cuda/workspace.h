@@ -1,6 +1,5 @@
 // The workspace of a CUDA plan: the step's ancestor mask, then (split plans only) the
-// partial outputs and their lses, then (plans that merge them in the kernel) a counter a row
-// block. plan() sizes it, run() carves it.
+// partial outputs and their lses. plan() sizes it, run() carves it.
 #pragma once
 
 #include <cstddef>
@@ -19,18 +18,11 @@ inline size_t align_up(size_t n) {
 // 32-bit words of ancestor bits a tree node holds.
 inline int32_t mask_words(int32_t max_tree) { return (max_tree + 31) / 32; }
 
-// The verify kernel's grid.x: row blocks of the largest request.
-inline int32_t row_blocks(const Plan& plan) {
-  const int32_t rows = plan.max_tree * plan.num_heads, per_cta = plan.state.rows_per_cta;
-  return per_cta > 0 ? (rows + per_cta - 1) / per_cta : 0;
-}
-
 struct WorkspaceLayout {
-  size_t mask_bytes = 0, part_out_bytes = 0, part_lse_bytes = 0, counter_bytes = 0;
+  size_t mask_bytes = 0, part_out_bytes = 0, part_lse_bytes = 0;
   size_t part_out_offset() const { return align_up(mask_bytes); }
   size_t part_lse_offset() const { return align_up(mask_bytes) + align_up(part_out_bytes); }
-  size_t counter_offset() const { return part_lse_offset() + align_up(part_lse_bytes); }
-  size_t total() const { return counter_offset() + counter_bytes; }
+  size_t total() const { return part_lse_offset() + part_lse_bytes; }
 };
 
 inline WorkspaceLayout workspace_layout(const Plan& plan) {
@@ -41,9 +33,6 @@ inline WorkspaceLayout workspace_layout(const Plan& plan) {
     // Partial outputs in the output's 16-bit type (their lses in fp32): cuda/common/combine.cuh.
     w.part_out_bytes = static_cast<size_t>(plan.state.num_chunks) * rows * kVDim * 2;
     w.part_lse_bytes = static_cast<size_t>(plan.state.num_chunks) * rows * 4;
-    // The in-kernel merge's counters: uint32 [batch, grid.x] (cuda/mma/merge_in_kernel.cuh).
-    if (plan.state.merge_in_kernel)
-      w.counter_bytes = static_cast<size_t>(plan.batch_size) * row_blocks(plan) * 4;
   }
   return w;
 }

@@ -220,31 +220,5 @@ TEST(SplitSchedule, ShortLastChunksDoNotDelayFullOnes) {
                                     in.costs.partial_row_ns * 64 * 16 * 5);
 }
 
-// A split call merges inside the kernel only where the input allows it and its grid (row blocks
-// x chunks x requests, empty slots included) fits the device at once; then it is priced at
-// merge_in_kernel_ns instead of combine_ns. One-chunk calls never merge.
-TEST(SplitSchedule, MergeInKernelNeedsTheWholeGridAtOnce) {
-  Batch b;
-  b.add(4, 4000);  // 32 rows: one row block
-  b.add(1, 100);   // a short request: its slots in the grid count too
-  SplitScheduleInput in = input(b, 8, 64);
-  in.merge_in_kernel = true;
-  in.forced_chunk_tokens = 128;  // 32 chunks x 1 row block x 2 requests = 64 CTAs
-  const SplitSchedule at = plan_split_schedule(in);
-  expect_consistent(b, 8, at);
-  EXPECT_TRUE(at.merge_in_kernel);
-  in.forced_chunk_tokens = 96;  // 42 chunks: 84 grid slots, more than 64
-  const SplitSchedule over = plan_split_schedule(in);
-  EXPECT_FALSE(over.merge_in_kernel);
-  in.merge_in_kernel = false;
-  in.forced_chunk_tokens = 128;
-  const SplitSchedule combined = plan_split_schedule(in);
-  EXPECT_FALSE(combined.merge_in_kernel);
-  EXPECT_NEAR(combined.est_ns - at.est_ns, in.costs.combine_ns - in.costs.merge_in_kernel_ns, 1e-3);
-  in.merge_in_kernel = true;
-  in.forced_chunk_tokens = 4096;  // no request split: nothing to merge
-  EXPECT_FALSE(plan_split_schedule(in).merge_in_kernel);
-}
-
 }  // namespace
 }  // namespace treeverify::detail

@@ -190,61 +190,6 @@ TEST(GpuVerify, WgmmaTmaCopiesMatchCpAsync) {
   compare(few, o);
 }
 
-// Split calls whose whole grid runs at once merge their partials inside the verify kernel
-// (cuda/mma/merge_in_kernel.cuh); PlanOptions::separate_combine asks for the combine kernel
-// instead. Both against the oracle, under the device's own choice: a small tree (the wgmma
-// kernel on sm_90a code), batch-1 decode of 8 heads (a 16-row portable variant), a ragged batch
-// with one-chunk requests beside split ones, fp16, e4m3 caches (partials in the codes' units).
-// Then the schedule's boundary: a grid of exactly the CTAs the device holds at once merges
-// inside, one chunk more does not. (StepDataFollowsThePlan and GraphBringsItsOwnStepData run a
-// merging plan again on the same workspace: its counters must have set themselves back to 0.)
-TEST(GpuVerify, MergeInKernel) {
-  TV_SKIP_WITHOUT_GPU();
-  auto both = [](const CaseSpec& s, PlanOptions o) {
-    SCOPED_TRACE(fmt::format("{} seed {}", s.name, s.seed));
-    const HostCase host = make_case(s);
-    const GpuResult inside = run_on_gpu(host, o);
-    EXPECT_TRUE(inside.plan.state.merge_in_kernel) << inside.plan.reason;
-    expect_close_to_oracle(host, s.name + ", merged inside", inside);
-    o.separate_combine = true;
-    const GpuResult combine = run_on_gpu(host, o);
-    EXPECT_FALSE(combine.plan.state.merge_in_kernel) << combine.plan.reason;
-    EXPECT_GT(combine.plan.state.num_chunks, 1) << combine.plan.reason;
-    expect_close_to_oracle(host, s.name + ", combine kernel", combine);
-  };
-  const CaseSpec cases[] = {
-      spec("small tree", 8, {16}, {4096}, 64),
-      spec("decode", 8, {1}, {65536}, 64),
-      spec("ragged", 4, {1, 9, 16, 3}, {50, 3000, 700, 5000}, 16),
-      spec("fp16", 16, {7}, {9000}, 1, TreeShape::kBushy, DType::kFP16),
-  };
-  for (const CaseSpec& s : cases) {
-    PlanOptions o;
-    if (s.name == "ragged") o.force_chunk_tokens = 512;
-    both(s, o);
-    both(with_e4m3_cache(s, s.name + " e4m3"), o);
-  }
-
-  // 64 rows (8 heads x 8 nodes) in 64-row CTAs, chunks of one tile: `chunks` CTAs.
-  PlanOptions o;
-  o.force_rows_per_cta = 64;
-  auto grid_of = [&](int chunks, int tile) {
-    return spec(fmt::format("{} chunks", chunks), 8, {8}, {int64_t{chunks} * tile - 8}, 16);
-  };
-  Plan probe;
-  o.backend = Backend::kCudaMma;
-  ASSERT_TRUE(plan(make_case(grid_of(4, 64)).problem(), o, &probe).ok());
-  const int tile = probe.state.tile_tokens, fit = probe.state.concurrent_ctas;
-  ASSERT_GT(fit, 1) << probe.reason;
-  o.force_chunk_tokens = tile;
-  const HostCase at = make_case(grid_of(fit, tile)), over = make_case(grid_of(fit + 1, tile));
-  const GpuResult r_at = run_on_gpu(at, o), r_over = run_on_gpu(over, o);
-  EXPECT_TRUE(r_at.plan.state.merge_in_kernel) << r_at.plan.reason;
-  EXPECT_FALSE(r_over.plan.state.merge_in_kernel) << r_over.plan.reason;
-  expect_close_to_oracle(at, "a grid the device holds at once", r_at);
-  expect_close_to_oracle(over, "one chunk more", r_over);
-}
-
 TEST(GpuVerify, RaggedBatch) {
   TV_SKIP_WITHOUT_GPU();
   run_all_configs(spec("ragged", 8, {1, 0, 17, 64, 3, 9}, {0, 50, 12345, 700, 100000, 1}, 16));
@@ -282,8 +227,6 @@ TEST(GpuVerify, StepDataFollowsThePlan) {
   ASSERT_TRUE(plan(a.problem(), o, &pa).ok());
   ASSERT_TRUE(plan(b.problem(), o, &pb).ok());
   ASSERT_NE(pa.state.id, pb.state.id);
-  // Merged inside the kernel: the second run of A finds the counters as the first left them.
-  EXPECT_TRUE(pa.state.merge_in_kernel) << pa.reason;
   DeviceCase da(a), db(b);
   const size_t bytes = std::max(pa.workspace_bytes, pb.workspace_bytes);
   void* ws = nullptr;

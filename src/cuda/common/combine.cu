@@ -4,7 +4,6 @@
 
 #include "cuda/common/combine.cuh"
 #include "cuda/common/constants.h"
-#include "cuda/common/merge_state.cuh"
 #include "cuda/common/mma.cuh"
 
 namespace treeverify::cuda {
@@ -15,6 +14,26 @@ namespace {
 constexpr int kMaxWarps = 16;  // 512 threads leave 128 registers a thread: no spills anywhere
 // Chunks a stream requests at once: their loads are all in flight before the first is used.
 constexpr int kBatch = 8;
+
+// Running merge of partials normalised by their own sum: acc / sum is the merged output and
+// m + log2(sum) its lse (log2 units).
+struct Merge {
+  float m = -INFINITY, sum = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  // Adds a partial of lse s and values v, or (weight_sum != 1) another merge with m = s,
+  // acc = v and sum = weight_sum. A NaN partial (lse NaN: its rows saw a non-finite value)
+  // makes w, and so acc and sum, NaN for good; the kernel wrote finite values everywhere else.
+  __device__ void add(float s, float4 v, float weight_sum = 1.f) {
+    // An empty partial, or a stream that added nothing, or only NaN (sum NaN, m -inf: go on).
+    if (s == -INFINITY && !isnan(weight_sum)) return;
+    const float m_new = fmaxf(m, s);
+    const float scale = exp2f(m - m_new), w = exp2f(s - m_new);  // scale = 0 while m = -inf
+    acc.x = acc.x * scale + w * v.x, acc.y = acc.y * scale + w * v.y;
+    acc.z = acc.z * scale + w * v.z, acc.w = acc.w * scale + w * v.w;
+    sum = sum * scale + w * weight_sum;
+    m = m_new;
+  }
+};
 
 // Block (r, slice, b) merges columns [4 kLanes slice, +4 kLanes) of row r of request b. Its
 // streams split the request's chunks (stream i takes i, i + streams, ...) with kBatch loads in
@@ -42,7 +61,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) combine_kernel(const CombinePa
   const int col = blockIdx.y * kLanes * 4 + (lane % kLanes) * 4;
 
   const T* part = static_cast<const T*>(p.part_out) + grow * kVDim + col;
-  Merge<4> mg;
+  Merge mg;
   for (int c0 = warp * kStreamsPerWarp + lane / kLanes; c0 < n; c0 += kBatch * streams) {
     float s[kBatch];
     uint2 v[kBatch];  // 4 columns in T
@@ -58,37 +77,42 @@ __global__ void __launch_bounds__(kMaxWarps * 32) combine_kernel(const CombinePa
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
       const float2 lo = unpack2<T>(v[i].x), hi = unpack2<T>(v[i].y);
-      mg.add(s[i], {lo.x, lo.y, hi.x, hi.y});
+      mg.add(s[i], make_float4(lo.x, lo.y, hi.x, hi.y));
     }
   }
 #pragma unroll
-  for (int off = kLanes; off < 32; off *= 2) mg.add_lane(off);  // the warp's streams meet
+  for (int off = kLanes; off < 32; off *= 2) {  // the warp's streams meet
+    const float m = __shfl_xor_sync(0xffffffffu, mg.m, off);
+    const float sum = __shfl_xor_sync(0xffffffffu, mg.sum, off);
+    const float4 acc = make_float4(
+        __shfl_xor_sync(0xffffffffu, mg.acc.x, off), __shfl_xor_sync(0xffffffffu, mg.acc.y, off),
+        __shfl_xor_sync(0xffffffffu, mg.acc.z, off), __shfl_xor_sync(0xffffffffu, mg.acc.w, off));
+    mg.add(m, acc, sum);
+  }
   if (warps > 1) {  // the warps meet in shared memory; warp 0 finishes the slice
     __shared__ float s_m[kMaxWarps], s_sum[kMaxWarps];
     __shared__ float4 s_acc[kMaxWarps][kLanes];
     if (lane == 0) s_m[warp] = mg.m, s_sum[warp] = mg.sum;
-    if (lane < kLanes) s_acc[warp][lane] = make_float4(mg.acc[0], mg.acc[1], mg.acc[2], mg.acc[3]);
+    if (lane < kLanes) s_acc[warp][lane] = mg.acc;
     __syncthreads();
     if (warp != 0) return;
-    mg = Merge<4>{};
+    mg = Merge{};
     if (lane < kLanes)
-      for (int w = 0; w < warps; ++w) {
-        const float4 a = s_acc[w][lane];
-        mg.add(s_m[w], {a.x, a.y, a.z, a.w}, s_sum[w]);
-      }
+      for (int w = 0; w < warps; ++w) mg.add(s_m[w], s_acc[w][lane], s_sum[w]);
   }
   if (lane >= kLanes) return;
   // sum = 0: the row saw nothing (out 0, lse -inf); sum = NaN: the whole row is NaN. An e4m3
   // cache's partials are in its codes' units: kv_scale makes them values.
   const float v_scale = p.v_scale != nullptr ? __ldg(p.v_scale) : 1.f;
-  const float inv = mg.inv_sum(v_scale);
+  const float inv = mg.sum == 0.f ? 0.f : v_scale / mg.sum;
   const int node = static_cast<int>(grow / p.num_heads),
             head = static_cast<int>(grow % p.num_heads);
   T* dst = static_cast<T*>(p.out) + node * p.out_stride_token + head * p.out_stride_head + col;
-  const float* a = mg.acc;
+  const float4 a = mg.acc;
   *reinterpret_cast<uint2*>(dst) =
-      make_uint2(pack2<T>(a[0] * inv, a[1] * inv), pack2<T>(a[2] * inv, a[3] * inv));
-  if (p.lse != nullptr && blockIdx.y == 0 && lane == 0) p.lse[grow] = mg.lse2() * kLn2;
+      make_uint2(pack2<T>(a.x * inv, a.y * inv), pack2<T>(a.z * inv, a.w * inv));
+  if (p.lse != nullptr && blockIdx.y == 0 && lane == 0)
+    p.lse[grow] = mg.sum == 0.f ? -INFINITY : (mg.m + __log2f(mg.sum)) * kLn2;
 }
 
 // One block per row. lse in natural log; a side at -inf contributes nothing, both at -inf

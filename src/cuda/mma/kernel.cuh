@@ -26,7 +26,6 @@
 #include "cuda/common/arch.cuh"
 #include "cuda/mma/build.h"
 #include "cuda/mma/fp8_ops.cuh"
-#include "cuda/mma/merge_in_kernel.cuh"
 #include "cuda/mma/nonfinite.cuh"
 #include "cuda/mma/tile_ops.cuh"
 
@@ -321,7 +320,6 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   epilogue<T, V, kE4M3, kFast || kE4M3Regs>(p, w, st, s_alpha, s_lse, o, v_scale, kPartScale);
   __syncthreads();  // the epilogue's stores and its NaN rows in s_lse
   recompute_nan_rows<T, V, kE4M3>(p, smem, s_lse);
-  merge_in_kernel<T, V, kE4M3>(p, smem, [] { __syncthreads(); });
 }
 
 // A variant this build does not compile for the architecture (build.h: one that needs more

@@ -1,7 +1,6 @@
 // Definitions behind launcher.h, included only by the instantiation files.
 #pragma once
 
-#include "cuda/common/launch.h"
 #include "cuda/common/smem_limit.cuh"
 #include "cuda/mma/kernel.cuh"
 #include "cuda/mma/launcher.h"
@@ -16,8 +15,8 @@ cudaError_t raise_smem_limit() {
 template <typename T, typename V, KvMode kMode>
 cudaError_t launch_verify(const VerifyKernelParams& params, dim3 grid, cudaStream_t stream) {
   if (cudaError_t err = raise_smem_limit<T, V, kMode>(); err != cudaSuccess) return err;
-  return launch_kernel(verify_mma_kernel<T, V, kMode>, grid, kThreads, V::kSmemBytes, stream,
-                       params.merge_counters != nullptr, params);
+  verify_mma_kernel<T, V, kMode><<<grid, kThreads, V::kSmemBytes, stream>>>(params);
+  return cudaGetLastError();
 }
 
 template <typename T, typename V, KvMode kMode>

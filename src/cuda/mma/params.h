@@ -13,11 +13,6 @@ enum class KvMode : int {
   kE4M3Fast = 2,  // e4m3, fast (Precision::kFast): Q and P in e4m3, e4m3 products (fp8_ops.cuh)
 };
 
-// The in-kernel merge (merge_in_kernel.cuh) stages a pass of partials in the kernel's KV stages,
-// 16 bytes a unit and chunk and a few lses: with at most this many chunks in a request, a pass
-// holds at least one unit. plan() merges in the kernel only there.
-constexpr int merge_max_chunks(int stage_bytes) { return stage_bytes / 32; }
-
 struct VerifyKernelParams {
   const void* q;                   // [total_q, H, 576] dtype, rows strided as below
   int64_t q_stride_token;          // elements
@@ -36,10 +31,6 @@ struct VerifyKernelParams {
   float* lse;                // [total_q, H] fp32, may be null
   void* part_out;            // [num_chunks, total_q * H, 512] dtype (workspace)
   float* part_lse;           // [num_chunks, total_q * H] fp32 (workspace), log2 units
-  // Split calls whose whole grid runs at once (a cooperative launch): a counter a row block
-  // ([B, grid.x], workspace, zero between runs) at which its CTAs meet to merge their partials
-  // in the kernel (merge_in_kernel.cuh). Null: the combine kernel merges them after it.
-  uint32_t* merge_counters;
   int32_t num_heads;
   int32_t page_shift;    // log2(page_size)
   int32_t chunk_tokens;  // a multiple of the variant's kTokens (the wgmma kernel's 64-token

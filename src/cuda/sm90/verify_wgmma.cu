@@ -3,7 +3,6 @@
 // once for every caller.
 #include <type_traits>
 
-#include "cuda/common/launch.h"
 #include "cuda/common/smem_limit.cuh"
 #include "cuda/sm90/launcher.h"
 #include "cuda/sm90/verify_wgmma.cuh"
@@ -42,8 +41,8 @@ cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid
   const CUtensorMap map = tma ? *kv_map : CUtensorMap{};
   return with_kernel(dtype, e4m3, tma, [&](auto kernel) {
     if (cudaError_t err = raise_smem_limit(kernel); err != cudaSuccess) return err;
-    return launch_kernel(kernel.value, grid, Tile::kThreads, Tile::kSmemBytes, stream,
-                         params.merge_counters != nullptr, params, map);
+    kernel.value<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params, map);
+    return cudaGetLastError();
   });
 }
 

@@ -33,7 +33,6 @@
 
 #include "cuda/common/arch.cuh"
 #include "cuda/common/bulk_copy.cuh"
-#include "cuda/mma/merge_in_kernel.cuh"
 #include "cuda/mma/nonfinite.cuh"
 #include "cuda/mma/tile_ops.cuh"
 #include "cuda/sm90/operands.cuh"
@@ -487,7 +486,6 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   epilogue<T>(p, w, rows, o, wg, v_scale, s_sum, s_lse, s_inv_l, smem);
   consumer_sync();  // the epilogue's stores and its NaN rows in s_lse
   mma::recompute_nan_rows<T, Tile, kE4M3>(p, smem, s_lse);
-  mma::merge_in_kernel<T, Tile, kE4M3>(p, smem, [] { consumer_sync(); });
 }
 
 // Compiled into sm_90a code only; elsewhere a trap (dispatch never launches it there).
