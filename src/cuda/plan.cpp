@@ -122,7 +122,8 @@ SplitCosts split_costs(const VariantFacts& facts, const DeviceInfo& device, bool
   if (device.memory_bandwidth > 0) c.bytes_per_ns = device.memory_bandwidth * 1e-9;
   // Each partial row written and read back, priced at fp32 (4 bytes a value) although partials
   // are 16-bit since e0bd52a: at the 16-bit price the model moves S1 to 64-token chunks, which
-  // measured 5% slower than its 128 (H200, 2026-12-03, bench/results/h200-2026-12-03-ffd1207-tests).
+  // measured 5% slower than its 128 (H200, 2026-12-03,
+  // bench/results/h200-2026-12-03-ffd1207-tests).
   c.partial_row_ns = (kVDim + 1) * 4 * 2 / c.bytes_per_ns;
   return c;
 }
