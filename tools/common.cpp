@@ -223,7 +223,10 @@ Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_
   TV_RETURN_IF_ERROR(detail::reference_attention(
       ref_plan, hc.tensors(unused_out.data(), unused_lse.data()), round_p, &ref, maxima));
 
-  result->cmp = testing::compare_with_reference(c.dtype, out, lse.data(), ref.out, ref.lse);
+  // A fast plan's row errors count beyond the P codes its float32 arithmetic may round the
+  // other way (ReferenceResult::out_slack).
+  result->cmp =
+      testing::compare_with_reference(c.dtype, out, lse.data(), ref.out, ref.lse, ref.out_slack);
   result->pass = result->cmp.ok(testing::kOutRelTol, testing::kLseAbsTol);
   result->checked_prefix = small.prefix_lens;
   result->reduced = scale < 1;

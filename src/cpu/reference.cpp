@@ -56,6 +56,10 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
   const int64_t block = std::clamp<int64_t>(kScoreBudget / std::max<int64_t>(kvl, 1), 1, rows);
   std::vector<double> qd(block * kQKDim), s(block * kvl), kd(kQKDim), acc(block * kVDim);
   std::vector<double> sum(block);
+  // Fast rounding with the kernel's maxima: the step of each P code the kernel may round the
+  // other way, in units of the row max's p (0 for the others), and the rows' out slack.
+  const bool slack = fast && maxima.tile_tokens > 0;
+  std::vector<double> flip(slack ? block * kvl : 0), slack_acc(block);
   // The non-finite policy (verify.h): a row whose q, or any token it sees, holds a NaN or an
   // infinity is NaN, decided by what the row sees, not by what the arithmetic would give.
   std::vector<uint8_t> tok_bad(kvl), row_bad(block);
@@ -92,6 +96,7 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
       const double mx = *std::max_element(sr, sr + kvl);
       const int64_t out_row = (int64_t{req.q0} * heads) + r0 + r;
       sum[r] = 0;
+      if (slack) std::fill(&flip[r * kvl], &flip[r * kvl] + kvl, 0.0);
       if (row_bad[r]) {  // out NaN (below), lse NaN
         std::fill(sr, sr + kvl, 0.0);
         res->lse[out_row] = kNaN;
@@ -113,9 +118,16 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
             for (int64_t tok = t0; tok < t1; ++tok) {
               const double p = std::exp(sr[tok] - mx);
               sum[r] += p;
+              if (run == kNegInf) {
+                sr[tok] = 0;
+                continue;
+              }
               // Rounded relative to `run`, as the kernel holds it, then brought to the row max.
-              sr[tok] =
-                  run == kNegInf ? 0.0 : round_p_fast(std::exp(sr[tok] - run)) * std::exp(run - mx);
+              const double x = std::exp(sr[tok] - run), to_row = std::exp(run - mx);
+              sr[tok] = round_p_fast(x) * to_row;
+              const double lo = round_p_fast(x * (1 - kFastPCodeMargin));
+              const double hi = round_p_fast(x * (1 + kFastPCodeMargin));
+              flip[r * kvl + tok] = (hi - lo) * to_row;
             }
           }
         }
@@ -132,9 +144,17 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
     }
     // Pass 3: out = P.V / sum, token-outer again; V is the first 512 columns of the KV row.
     std::fill(acc.begin(), acc.end(), 0.0);
+    std::fill(slack_acc.begin(), slack_acc.end(), 0.0);
     for (int64_t tok = 0; tok < kvl; ++tok) {
       load_kv_row(plan, t, req, tok, kVDim, kd.data());
+      double v_norm = 0;
+      if (slack) {
+        for (int c = 0; c < kVDim; ++c) v_norm += kd[c] * kd[c];
+        v_norm = std::sqrt(v_norm);
+      }
       for (int64_t r = 0; r < nr; ++r) {
+        // (flip is 0 for the tokens a row does not see, whose V may not be finite.)
+        if (slack && flip[r * kvl + tok] != 0) slack_acc[r] += flip[r * kvl + tok] * v_norm;
         const double p = s[r * kvl + tok];
         if (p == 0) continue;
         for (int c = 0; c < kVDim; ++c) acc[r * kVDim + c] += p * kd[c];
@@ -148,6 +168,7 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
       }
       if (sum[r] == 0) continue;
       for (int c = 0; c < kVDim; ++c) dst[c] = acc[r * kVDim + c] / sum[r];
+      if (slack) res->out_slack[int64_t{req.q0} * heads + r0 + r] = slack_acc[r] / sum[r];
     }
   }
 }
@@ -167,6 +188,8 @@ Status reference_attention(const Plan& plan, const VerifyTensors& tensors, bool 
   ReferenceResult res;
   res.out.assign(rows * kVDim, 0.0);
   res.lse.assign(rows, kNegInf);
+  if (round_p && plan.precision == Precision::kFast && maxima.tile_tokens > 0)
+    res.out_slack.assign(rows, 0.0);
   for (int32_t b = 0; b < plan.batch_size; ++b) {
     const RequestSpan req = request_span(tensors, b);
     if (req.num_nodes > 0) reference_request(plan, tensors, req, round_p, maxima, &res);

@@ -255,6 +255,57 @@ TEST(Precision, OracleFastRoundingOfPAlone) {
   EXPECT_LT(err, 3e-2);
 }
 
+// The oracle's slack (ReferenceResult::out_slack) holds the P codes a float32 kernel may round
+// the other way: scores scaled by 1 + 5e-6 (moving p x 448 by at most 6.2e-5 relative where a
+// code is nonzero, inside kFastPCodeMargin) flip some codes, and no row moves further than
+// its slack plus what the unrounded normaliser moves (1.1e-5 relative at most, seed 17). Nine
+// rows move by 3e-5 or more, each by its slack to 3 digits (row 71: 4.13e-3); at least 5
+// must, so the check cannot pass empty. The slack stays small on average.
+TEST(Precision, OracleSlackHoldsThePCodesAKernelMayFlip) {
+  const HostCase c =
+      treeverify::testing::make_case(CaseSpec{.name = "slack",
+                                              .num_heads = 16,
+                                              .tree_sizes = {1, 1, 5, 1, 1, 1},
+                                              .prefix_lens = {1500, 900, 1200, 1500, 1, 1300},
+                                              .page_size = 64,
+                                              .seed = 17,
+                                              .kv_format = KvFormat::kE4M3});
+  Plan p = plan_for(c);
+  p.kv_format = KvFormat::kE4M3;
+  p.precision = Precision::kFast;
+  Plan moved = p;
+  moved.softmax_scale *= 1 + 5e-6;
+  const treeverify::detail::FastPMaxima maxima{.chunk_tokens = 512, .tile_tokens = 32};
+  ReferenceResult ref, ref_moved, ref_row_max;
+  ASSERT_TRUE(reference_attention(p, c.tensors(nullptr, nullptr), true, &ref, maxima).ok());
+  ASSERT_TRUE(
+      reference_attention(moved, c.tensors(nullptr, nullptr), true, &ref_moved, maxima).ok());
+  ASSERT_TRUE(reference_attention(p, c.tensors(nullptr, nullptr), true, &ref_row_max).ok());
+  EXPECT_TRUE(ref_row_max.out_slack.empty());  // the row's max: codes match in size of error only
+  ASSERT_EQ(ref.out_slack.size(), ref.lse.size());
+  int flipped = 0;
+  double slack_sum = 0;
+  for (size_t r = 0; r < ref.lse.size(); ++r) {
+    double diff = 0, norm = 0;
+    for (int k = 0; k < treeverify::kVDim; ++k) {
+      const double a = ref.out[r * treeverify::kVDim + k],
+                   b = ref_moved.out[r * treeverify::kVDim + k];
+      diff += (a - b) * (a - b);
+      norm += a * a;
+    }
+    diff = std::sqrt(diff);
+    norm = std::sqrt(norm);
+    ASSERT_GT(norm, 0) << "row " << r;
+    EXPECT_LE(diff, ref.out_slack[r] + 2e-5 * norm) << "row " << r;
+    flipped += diff > 3e-5 * norm;
+    slack_sum += ref.out_slack[r] / norm;
+  }
+  EXPECT_GE(flipped, 5);
+  EXPECT_LT(slack_sum / static_cast<double>(ref.lse.size()), 1e-2);
+  RecordProperty("rows_flipped", flipped);
+  RecordProperty("mean_relative_slack", std::to_string(slack_sum / ref.lse.size()));
+}
+
 // The non-finite policy holds with fast rounding: an infinity in one q row makes that row NaN
 // (verify.h), and leaves every other row as it was.
 TEST(Precision, OracleFastRoundingKeepsTheNanPolicy) {

@@ -16,9 +16,12 @@ namespace treeverify::testing {
 
 // The bounds, from the errors of 118 cases on the H200 (2026-12-01, emulated products; the
 // largest of each in brackets). Against the oracle with the kernel's rounding, what is left
-// is rounding out to 16 bits, fp32 accumulation, exp2.approx, and a P code that flips where
-// the running max differs from the oracle's in its last bits: out [1.8e-3, worst row 2.1e-3],
-// lse [2.6e-5 nats].
+// is rounding out to 16 bits, fp32 accumulation, exp2.approx, and P codes that round the other
+// way where p x 448 lies within float32 error of a midpoint: out [1.8e-3, worst row 2.1e-3],
+// lse [2.6e-5 nats]. Rows are measured beyond the oracle's slack for those codes
+// (ReferenceResult::out_slack): one such code on a heavy token put a row of a 64-request
+// decode batch at 2.13e-2 (2026-12-03, seed 17643779267259826339; that row's slack on the CPU,
+// chunks of 256 or 384 tokens: 2.12-2.13e-2).
 inline constexpr double kSameRoundingOutTol = 4e-3;
 inline constexpr double kSameRoundingLseTol = 1e-4;
 // Against exact attention on the same cache: Q's and P's e4m3 rounding (3 mantissa bits), on
@@ -81,8 +84,10 @@ inline void expect_fast_matches(const HostCase& host, PlanOptions options, const
   ASSERT_EQ(gpu.plan.precision, Precision::kFast) << what;
   const detail::ReferenceResult same = fast_oracle(host, Precision::kFast, gpu.plan);
   const detail::ReferenceResult exact = fast_oracle(host, Precision::kExact, gpu.plan);
-  const Comparison cs =
-      compare_with_reference(host.spec.dtype, gpu.out, gpu.lse.data(), same.out, same.lse);
+  // Rows against the same rounding count beyond the P codes the kernel may round the other
+  // way (ReferenceResult::out_slack); against the exact oracle the bounds hold them already.
+  const Comparison cs = compare_with_reference(host.spec.dtype, gpu.out, gpu.lse.data(), same.out,
+                                               same.lse, same.out_slack);
   const Comparison ce =
       compare_with_reference(host.spec.dtype, gpu.out, gpu.lse.data(), exact.out, exact.lse);
   const std::string name = fmt::format("{} seed {}", host.spec.name, host.spec.seed);
