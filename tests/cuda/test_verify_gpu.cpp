@@ -128,15 +128,10 @@ TEST(GpuVerify, EveryVariant) {
   TV_SKIP_IF_TABLES_MISSING();
 }
 
-// The wgmma kernels' shapes on a 16-bit cache (gpu_check.h): the verify kernel's (64 rows a
-// CTA) and the decode kernel's (16).
+// The wgmma kernel's shapes on a 16-bit cache (gpu_check.h).
 TEST(GpuVerify, WgmmaPagesHeadsAndChunks) {
   TV_SKIP_WITHOUT_GPU();
-  check_wgmma_pages_heads_and_chunks(64, /*e4m3=*/false);
-}
-TEST(GpuVerify, WgmmaDecodePagesHeadsAndChunks) {
-  TV_SKIP_WITHOUT_GPU();
-  check_wgmma_pages_heads_and_chunks(16, /*e4m3=*/false);
+  check_64_row_pages_heads_and_chunks(/*e4m3=*/false);
 }
 
 // The wgmma kernel's producer copies whole tiles inside one page of 64 rows or more by TMA

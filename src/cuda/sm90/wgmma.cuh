@@ -77,19 +77,6 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t
 #endif
 }
 
-// The same, each matrix stored transposed: register k of lane i holds row i / 4, columns
-// 2 (i % 4) and + 1 of matrix k, and lane i's address takes column i % 8 of matrix i / 8 (its 8
-// rows, 16 contiguous bytes).
-__device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, uint32_t r0, uint32_t r1,
-                                                  uint32_t r2, uint32_t r3) {
-#if TV_HAS_WGMMA
-  asm volatile(
-      "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
-      "r"(r0), "r"(r1), "r"(r2), "r"(r3)
-      : "memory");
-#endif
-}
-
 // The registers a thread of this warpgroup holds from here on (every warp of the warpgroup
 // executes the same one): .dec gives registers back to the SM, .inc waits until it has them.
 template <int kRegisters>
@@ -215,29 +202,6 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[128], const uint3
   else
     TV_WGMMA_RS("m64n256k16", "f16", TV_WGMMA_D128_REGS, TV_WGMMA_D128_OUTS, "128", "129", "130",
                 "131", "132", "133", "134");
-#endif
-}
-
-// D (m64n16, fp32) {=, +=} A (m64k16, shared memory; kTransA: M-major) x B (k16n16, shared
-// memory; kTransB: N-major), T = bf16 or fp16: the decode kernel's products (decode_wgmma.cuh),
-// KV tokens or V's columns as M, the query rows as N. `accumulate` false overwrites D.
-template <typename T, int kTransA, int kTransB>
-__device__ __forceinline__ void wgmma_m64n16k16(float (&d)[8], uint64_t desc_a, uint64_t desc_b,
-                                                bool accumulate) {
-#if TV_HAS_WGMMA
-#define TV_WGMMA_N16(type)                                                                  \
-  asm volatile(                                                                             \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"                                          \
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32." type "." type                           \
-      " {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, %12;\n}\n"                  \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
-        "+f"(d[7])                                                                          \
-      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransA), "n"(kTransB))
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    TV_WGMMA_N16("bf16");
-  else
-    TV_WGMMA_N16("f16");
-#undef TV_WGMMA_N16
 #endif
 }
 
