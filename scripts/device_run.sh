@@ -51,12 +51,6 @@
 #             profiles of V1 and V4 (TV_WG_PORTABLE=0, TV_WG_PROFILE=0 leave those two out);
 #             with .devpkg/bin/treeverify-base (a baseline build), its times of the same cases
 #   wgcheck   the checks and quick GPU tests of the wgmma step, without its benches and profiles
-#   decode    the sm_90a wgmma decode kernel (e4m3 caches, requests of at most 16 rows):
-#             `treeverify check` on e4m3 decode cases (pages 1-128, small trees, forced
-#             chunks), its GPU tests and the decode-sized
-#             GpuVerify ones (the device's own choice), then S3, S4 and D1 on an e4m3 cache
-#             against the portable kernel of the same binary (--config-arch 90), DECODE_RUNS
-#             (default 2) times each, interleaved (decode_ab.txt)
 #   profile   ncu: stall reasons of the main kernel on V4 (L cut to 65536) and on V1 at page
 #             size 1 and 64, every kernel's duration in one D1 call, and the sm_80 tile
 #             configuration forced on V1/V4
@@ -315,44 +309,6 @@ fi
 if want layers; then
   timeout 200 $bin/treeverify bench --backend cuda-mma --layers 61 S1 S3 V1 D2 >"$out/layers.txt" 2>&1
   grep -E "^gpu|^(V|D|S)[0-9]|layers, one stream" "$out/layers.txt"
-fi
-if want decode; then
-  # A kernel that hangs (a pipeline deadlock) would cost every check's timeout: one short
-  # check first, and the step stops there if it fails.
-  if ! timeout 30 $bin/treeverify check --backend cuda-mma --kv-format e4m3 S3 >"$out/decode_first.txt" 2>&1; then
-    echo "decode: the first check failed or hung (rc=$?); step stopped"; tail -5 "$out/decode_first.txt"
-    steps=()
-  fi
-fi
-if want decode; then
-  {
-    for kv in e4m3; do
-      f="--kv-format e4m3"
-      for args in S3 S4 D1 "--heads 8 --tree 2 --prefix 3000 --page 1 --dtype fp16" \
-        "--heads 16 --tree 1 --prefix 70000 --page 128" "--heads 1 --tree 16 --prefix 100 --page 16 --shape deep" \
-        "--heads 5 --tree 3 --prefix 20000 --page 1 --chunk-tokens 96" "--heads 16 --tree 1 --prefix 1 --page 64 --batch 5"; do
-        # shellcheck disable=SC2086  # word lists
-        timeout 60 $bin/treeverify check --backend cuda-mma $f $args
-      done
-    done
-    TREEVERIFY_TEST_OWN_TABLE_ONLY=1 timeout 200 $bin/treeverify_gpu_tests --gtest_brief=1 \
-      --gtest_filter='GpuE4M3.WgmmaDecodePagesHeadsAndChunks:GpuVerify.PrefixLengths:GpuVerify.Heads:GpuVerify.RaggedBatch:GpuNonFinite.*:GpuE4M3.NanCodeReachesOnlyTheRowsThatSeeIt'
-  } >"$out/decode_check.txt" 2>&1
-  grep -E "^case|kernel|PASS|FAIL|ERROR|rror|^\[  (PASSED|FAILED)" "$out/decode_check.txt" | cut -c1-220
-  for run in $(seq "${DECODE_RUNS:-2}"); do
-    for kv in e4m3; do
-      f="--kv-format e4m3"
-      for side in decode portable; do
-        extra=; [ $side = portable ] && extra="--config-arch 90"
-        echo "== $side $kv run $run"
-        # shellcheck disable=SC2086  # word lists
-        timeout 100 $bin/treeverify bench --backend cuda-mma $f $extra S3 S4 D1 2>&1
-      done
-    done
-  done >"$out/decode_ab.txt"
-  awk '/^== / { if (line) print line; line = $2 " " $3 " run " $5 ":" }
-       /^((V|D|S|R)[0-9]|custom)/ { line = line " " $1 " " $(NF-4) }
-       END { if (line) print line }' "$out/decode_ab.txt"
 fi
 if want ab; then
   base=${AB_BASE_BIN:-treeverify-base}

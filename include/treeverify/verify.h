@@ -148,8 +148,7 @@ struct PlanState {
   int32_t tile_tokens = 0;     // CUDA: KV tokens a tile of that variant (its online softmax's step)
   int32_t rows_per_cta = 0;    // CUDA: query rows a CTA of that variant (16, 32 or 64)
   bool fast_products = false;  // CUDA: run() launches the e4m3 fast kernel (precision kFast)
-  bool wgmma = false;          // CUDA: run() launches an sm_90a wgmma kernel (src/cuda/sm90): the
-                               // verify kernel (rows_per_cta 64) or the decode kernel (16)
+  bool wgmma = false;          // CUDA: run() launches the sm_90a wgmma kernel (src/cuda/sm90)
   // CUDA: ... and its producer copies whole tiles by TMA tensor copies (plan.cpp says where).
   bool tma = false;
   uint64_t id = 0;  // CUDA: distinct for each plan() call; names the step data in a workspace

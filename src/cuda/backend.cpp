@@ -118,20 +118,15 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .total_rows = rows,
       .scale_log2 = plan.softmax_scale * cuda::kLog2e,
   };
-  // The wgmma verify kernel (64 rows a CTA) or decode kernel (DecodeTile::kRows).
   auto launch_wgmma = [&] {
-    const bool decode = plan.state.rows_per_cta == cuda::sm90::DecodeTile::kRows;
-    const int rows_per_cta = decode ? cuda::sm90::DecodeTile::kRows : cuda::sm90::WgmmaTile::kRows;
-    const dim3 grid((max_rows + rows_per_cta - 1) / rows_per_cta, plan.state.num_chunks,
+    using Tile = cuda::sm90::WgmmaTile;
+    const dim3 grid((max_rows + Tile::kRows - 1) / Tile::kRows, plan.state.num_chunks,
                     plan.batch_size);
-    // Exact mode only: plan.cpp never gives these kernels fast mode's e4m3 products.
+    // Exact mode only: plan.cpp never gives this kernel fast mode's e4m3 products.
     if (plan.state.fast_products) return cudaErrorInvalidValue;
-    const bool e4m3 = plan.kv_format == KvFormat::kE4M3;
-    const CUtensorMap* map = plan.state.tma ? &kv_map : nullptr;
-    // The decode kernel exists for e4m3 caches only (choice.h).
-    if (decode && !e4m3) return cudaErrorInvalidValue;
-    return decode ? cuda::sm90::launch_decode_wgmma(kp, grid, stream, plan.dtype, map)
-                  : cuda::sm90::launch_verify_wgmma(kp, grid, stream, plan.dtype, e4m3, map);
+    return cuda::sm90::launch_verify_wgmma(kp, grid, stream, plan.dtype,
+                                           plan.kv_format == KvFormat::kE4M3,
+                                           plan.state.tma ? &kv_map : nullptr);
   };
   const cudaError_t err =
       plan.state.wgmma

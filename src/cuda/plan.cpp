@@ -27,8 +27,7 @@ struct VariantFacts {
   bool bulk;    // needs bulk copies (sm_90+)
   bool halves;  // two 32-row halves that alternate softmax and products
   std::string name;
-  bool wgmma = false;   // an sm_90a wgmma kernel (cuda/sm90), not a portable variant
-  bool decode = false;  // the wgmma decode kernel (rows: DecodeTile::kRows), not the verify one
+  bool wgmma = false;  // the sm_90a wgmma kernel (cuda/sm90), not a portable variant
 };
 
 // "r<rows>-s<stages>[-t<tokens>][-bulk]", the variant's part of Plan::kernel.
@@ -84,27 +83,6 @@ VariantFacts wgmma_facts(DType dtype, bool e4m3) {
                       true};
 }
 
-// "wgmma-decode-r<rows>-t<tokens>", the wgmma decode kernel's.
-std::string decode_name() {
-  using cuda::sm90::DecodeTile;
-  return fmt::format("wgmma-decode-r{}-t{}", DecodeTile::kRows, DecodeTile::kTokens);
-}
-
-// The same facts for the sm_90a wgmma decode kernel (e4m3 caches only).
-VariantFacts decode_facts(DType dtype) {
-  using cuda::sm90::DecodeTile;
-  const int ctas = cuda::sm90::decode_wgmma_ctas_per_sm(dtype);
-  return VariantFacts{DecodeTile::kRows,
-                      DecodeTile::kTokens,
-                      DecodeTile::kSmemBytes,
-                      ctas,
-                      false,
-                      false,
-                      decode_name(),
-                      true,
-                      true};
-}
-
 // facts() with `device` made current for its occupancy query, the caller's device restored.
 template <class Facts>
 VariantFacts facts_on(const DeviceInfo& device, Facts facts) {
@@ -136,14 +114,7 @@ SplitCosts split_costs(const VariantFacts& facts, const DeviceInfo& device, bool
   // this kernel on the same grid (0.0194-0.0195 ms against 0.0184-0.0185, H200, 2026-12-02,
   // two runs each: bench/results/h200-2026-12-02-small/); no other suite case changes its
   // grid. An e4m3 cache keeps 12 us (its first tile is copied, then widened; not measured).
-  // The decode kernel (16 rows, KV tokens as wgmma's M, e4m3 codes): estimated at 16 ns a
-  // token, under the 18 of one SM's share of the bandwidth, so that the model's bandwidth
-  // bound decides (not calibrated).
-  c.token_ns = facts.decode       ? 16
-               : facts.wgmma      ? 37
-               : facts.rows == 64 ? 62
-               : facts.rows == 32 ? 39
-                                  : 60;
+  c.token_ns = facts.wgmma ? 37 : facts.rows == 64 ? 62 : facts.rows == 32 ? 39 : 60;
   c.cta_ns = facts.wgmma && !e4m3 ? 9500 : facts.rows == 64 ? 12000 : 9500;
   c.combine_ns = 3000;
   c.token_bytes = token_bytes;
@@ -235,10 +206,8 @@ std::vector<ArchKernels> cuda_kernels_by_arch() {
       return v == VariantId::kNone ? std::string("none") : variant_name(v);
     };
     // sm_90a code (TREEVERIFY_CUDA_SM90A) runs more than 32 rows on the wgmma kernel.
-    // and an e4m3 cache's requests of at most 16 rows on the wgmma decode kernel.
-    const bool sm90a = arch == 90 && cuda::sm90::kWgmmaBuilt;
-    const std::string more = sm90a ? wgmma_name() : name(33);
-    out.push_back({arch, name(16), name(32), more, sm90a ? decode_name() : name(16, true)});
+    const std::string more = arch == 90 && cuda::sm90::kWgmmaBuilt ? wgmma_name() : name(33);
+    out.push_back({arch, name(16), name(32), more, name(16, true)});
   }
   return out;
 }
@@ -328,23 +297,16 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   // (cuda/sm90/choice.h).
   VariantId chosen = variant;
   VariantFacts chosen_facts = facts;
-  // The decode kernel in place of the 16-row variant (requests of at most 16 rows).
-  const cuda::sm90::WgmmaQuery wgmma_query{.device_sm = sm,
-                                           .code_arch = device.kernel_arch,
-                                           .built = cuda::sm90::kWgmmaBuilt,
-                                           .forced_config_arch = options.force_config_arch,
-                                           .forced_rows = forced_rows,
-                                           .max_rows = max_rows,
-                                           .fast = mode == KvMode::kE4M3Fast,
-                                           .e4m3 = e4m3};
-  const char* blocker = cuda::sm90::wgmma_blocker(wgmma_query);
-  const char* decode_blocker = cuda::sm90::decode_blocker(wgmma_query);
-  std::string no_wgmma = blocker == nullptr ? "" : decode_blocker == nullptr ? "" : blocker;
+  const char* blocker = cuda::sm90::wgmma_blocker({.device_sm = sm,
+                                                   .code_arch = device.kernel_arch,
+                                                   .built = cuda::sm90::kWgmmaBuilt,
+                                                   .forced_config_arch = options.force_config_arch,
+                                                   .forced_rows = forced_rows,
+                                                   .max_rows = max_rows,
+                                                   .fast = mode == KvMode::kE4M3Fast});
+  std::string no_wgmma = blocker != nullptr ? blocker : "";
   if (no_wgmma.empty()) {
-    const VariantFacts wf = facts_on(device, [&] {
-      return blocker == nullptr ? wgmma_facts(problem.dtype, e4m3)
-                                : decode_facts(problem.dtype);
-    });
+    const VariantFacts wf = facts_on(device, [&] { return wgmma_facts(problem.dtype, e4m3); });
     // A device that cannot hold it (an sm_90 part with less shared memory a block) keeps the
     // portable kernel, which the checks above found runnable.
     if (wf.ctas_per_sm > 0 && static_cast<size_t>(wf.smem) <= device.smem_per_block_optin)
@@ -418,11 +380,8 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                      : fmt::format("cuda-mma/{}{}{}/{}/sm{}-config", dtype_name(problem.dtype),
                                    e4m3 ? "-e4m3kv" : "", fast ? "-fast" : "", f.name, config_arch);
   // On an sm_90 device, why the portable kernel runs instead of the wgmma one.
-  const std::string kernel_note = f.decode  ? ", wgmma decode (sm_90a): the tile's tokens as "
-                                              "wgmma's M and the query rows as its N, a consumer "
-                                              "and a producer warpgroup"
-                                  : f.wgmma ? ", wgmma (sm_90a): two consumer warpgroups scoring "
-                                              "tiles in turns and a producer warpgroup"
+  const std::string kernel_note = f.wgmma ? ", wgmma (sm_90a): two consumer warpgroups scoring "
+                                            "tiles in turns and a producer warpgroup"
                                   : sm == 90 && no_wgmma.empty()
                                       ? ", the portable kernel: its schedule is faster here"
                                   : sm == 90 ? ", the portable kernel (wgmma: " + no_wgmma + ")"

@@ -24,11 +24,9 @@ TEST(System, KernelsByArchCoverEveryCompiledArchitecture) {
   for (size_t i = 0; i < kernels.size(); ++i) {
     const ArchKernels& k = kernels[i];
     EXPECT_EQ(k.arch, build.cuda_archs[i]);
-    // Each request size gets the fewest rows a CTA that cover it; sm_90a code runs an e4m3
-    // cache's at most 16 rows on the wgmma decode kernel.
+    // Each request size gets the fewest rows a CTA that cover it.
     EXPECT_TRUE(starts_with(k.up_to_16_rows, "r16-")) << k.arch << ": " << k.up_to_16_rows;
-    EXPECT_TRUE(starts_with(k.up_to_16_rows_e4m3,
-                            k.arch == 90 && build.cuda_sm90a ? "wgmma-decode-r16-" : "r16-"))
+    EXPECT_TRUE(starts_with(k.up_to_16_rows_e4m3, "r16-"))
         << k.arch << ": " << k.up_to_16_rows_e4m3;
     EXPECT_TRUE(starts_with(k.up_to_32_rows, "r32-")) << k.arch << ": " << k.up_to_32_rows;
     // sm_90a code runs more rows on the wgmma kernel (src/cuda/sm90), other code on r64.
@@ -46,8 +44,7 @@ TEST(System, KernelsByArchNameTheTileTablesVariants) {
   for (const ArchKernels& k : cuda_kernels_by_arch()) {
     if (k.arch == 90) {
       EXPECT_EQ(k.up_to_16_rows, "r16-s2-bulk");
-      // bulk copies lost with 576-byte rows; sm_90a code has the wgmma decode kernel
-      EXPECT_EQ(k.up_to_16_rows_e4m3, build_info().cuda_sm90a ? "wgmma-decode-r16-t64" : "r16-s2");
+      EXPECT_EQ(k.up_to_16_rows_e4m3, "r16-s2");  // bulk copies lost with 576-byte rows
       EXPECT_EQ(k.up_to_32_rows, "r32-s4");
       EXPECT_EQ(k.more_rows, build_info().cuda_sm90a ? "wgmma-r64-t64" : "r64-s4");
     }

@@ -222,50 +222,5 @@ TEST(TileConfig, WgmmaKernelOnlyWhereItApplies) {
   EXPECT_EQ(with([](WgmmaQuery& q) { q.max_rows = 16, q.forced_rows = 64; }), nullptr);
 }
 
-// The sm_90a wgmma decode kernel: the same devices and code, e4m3 caches in exact mode, at most
-// 16 rows, nothing forced but 16 rows; never where the verify kernel runs.
-TEST(TileConfig, WgmmaDecodeKernelOnlyWhereItApplies) {
-  using sm90::decode_blocker;
-  using sm90::wgmma_blocker;
-  using sm90::WgmmaQuery;
-  const WgmmaQuery d1{.device_sm = 90,
-                      .code_arch = 90,
-                      .built = true,
-                      .forced_config_arch = 0,
-                      .forced_rows = 0,
-                      .max_rows = 16,
-                      .fast = false,
-                      .e4m3 = true};
-  EXPECT_EQ(decode_blocker(d1), nullptr);
-  EXPECT_NE(wgmma_blocker(d1), nullptr);
-  auto with = [&](auto change) {
-    WgmmaQuery q = d1;
-    change(q);
-    return decode_blocker(q);
-  };
-  EXPECT_NE(with([](WgmmaQuery& q) { q.device_sm = 120, q.code_arch = 120; }), nullptr);
-  EXPECT_NE(with([](WgmmaQuery& q) { q.code_arch = 89; }), nullptr);
-  EXPECT_NE(with([](WgmmaQuery& q) { q.built = false; }), nullptr);
-  EXPECT_NE(with([](WgmmaQuery& q) { q.forced_config_arch = 90; }), nullptr);
-  EXPECT_NE(with([](WgmmaQuery& q) { q.fast = true; }), nullptr);
-  EXPECT_NE(with([](WgmmaQuery& q) { q.e4m3 = false; }), nullptr);  // 16-bit: portable
-  EXPECT_NE(with([](WgmmaQuery& q) { q.forced_rows = 64; }), nullptr);
-  EXPECT_NE(with([](WgmmaQuery& q) { q.forced_rows = 32; }), nullptr);
-  EXPECT_EQ(with([](WgmmaQuery& q) { q.max_rows = 1; }), nullptr);
-  EXPECT_NE(with([](WgmmaQuery& q) { q.max_rows = 17; }), nullptr);
-  EXPECT_EQ(with([](WgmmaQuery& q) { q.max_rows = 128, q.forced_rows = 16; }), nullptr);
-  for (int64_t rows : {1, 16, 17, 32, 33, 128})
-    EXPECT_TRUE(with([&](WgmmaQuery& q) { q.max_rows = rows; }) != nullptr ||
-                wgmma_blocker({.device_sm = 90,
-                               .code_arch = 90,
-                               .built = true,
-                               .forced_config_arch = 0,
-                               .forced_rows = 0,
-                               .max_rows = rows,
-                               .fast = false,
-                               .e4m3 = true}) != nullptr)
-        << rows << " rows: both kernels";
-}
-
 }  // namespace
 }  // namespace treeverify::cuda::mma

@@ -62,12 +62,7 @@ TEST(GpuE4M3, PagesTreesAndBatches) {
 // (gpu_check.h).
 TEST(GpuE4M3, WgmmaPagesHeadsAndChunks) {
   TV_SKIP_WITHOUT_GPU();
-  check_wgmma_pages_heads_and_chunks(64, /*e4m3=*/true);
-}
-// The same for the wgmma decode kernel (16 rows a CTA; e4m3 caches only).
-TEST(GpuE4M3, WgmmaDecodePagesHeadsAndChunks) {
-  TV_SKIP_WITHOUT_GPU();
-  check_wgmma_pages_heads_and_chunks(16, /*e4m3=*/true);
+  check_64_row_pages_heads_and_chunks(/*e4m3=*/true);
 }
 
 // Plain data, and 8 latent channels 20x larger in q and the cache (gpu_check.h): exact mode

@@ -109,14 +109,13 @@ __device__ __forceinline__ void recompute_row(const VerifyKernelParams& p, const
 }
 
 // After the epilogue, whose stores the caller orders before these by a barrier: if the
-// epilogue left a row NaN (lse NaN in s_lse, log2 units), each of the kNumWarps warps that
-// call it (warps 0 .. kNumWarps - 1) recomputes such rows, with its O in the KV stages (free
-// by then). The CTA's work is read again from p, so that none of it has to stay live until
-// here; a CTA without NaN rows reads only s_lse.
-template <typename T, typename V, bool kE4M3, int kNumWarps = kWarps>
+// epilogue left a row NaN (lse NaN in s_lse, log2 units), each warp recomputes such rows,
+// with its O in the KV stages (free by then). The CTA's work is read again from p, so that
+// none of it has to stay live until here; a CTA without NaN rows reads only s_lse.
+template <typename T, typename V, bool kE4M3>
 __device__ __forceinline__ void recompute_nan_rows(const VerifyKernelParams& p, uint8_t* smem,
                                                    const float* s_lse) {
-  static_assert(kNumWarps * kVDim * 4 <= V::kStageBytes * V::kStages && V::kRows <= 64);
+  static_assert(kWarps * kVDim * 4 <= V::kStageBytes * V::kStages && V::kRows <= 64);
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const bool nan_row =
       (lane < V::kRows && isnan(s_lse[lane])) || (lane + 32 < V::kRows && isnan(s_lse[lane + 32]));
@@ -124,7 +123,7 @@ __device__ __forceinline__ void recompute_nan_rows(const VerifyKernelParams& p, 
   CtaWork w;
   cta_work<V, /*kReload=*/true>(p, &w);  // true: this CTA ran
   float* acc = reinterpret_cast<float*>(smem) + warp * kVDim;
-  for (int r = warp; r < V::kRows; r += kNumWarps)
+  for (int r = warp; r < V::kRows; r += kWarps)
     if (w.row0 + r < w.rows_b && isnan(s_lse[r])) recompute_row<T, kE4M3>(p, w, r, acc);
 }
 

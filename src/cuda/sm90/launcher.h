@@ -1,7 +1,6 @@
-// Host entry points of the sm_90a wgmma kernels (verify_wgmma.cuh, decode_wgmma.cuh), for bf16
-// and fp16 queries (dtype) on a 16-bit cache or an e4m3 one in exact mode (e4m3; the decode
-// kernel: e4m3 only); verify_wgmma.cu and decode_wgmma.cu pick the instance. Launch code never
-// sees the kernels.
+// Host entry points of the sm_90a wgmma verify kernel (verify_wgmma.cuh), for bf16 and fp16
+// queries (dtype) on a 16-bit cache or an e4m3 one in exact mode (e4m3); verify_wgmma.cu picks
+// the instance. Launch code never sees the kernel.
 #pragma once
 
 #include <cuda.h>
@@ -9,7 +8,6 @@
 
 #include "build_config.h"
 #include "cuda/mma/params.h"
-#include "cuda/sm90/decode_tile.h"
 #include "cuda/sm90/tile.h"
 #include "treeverify/types.h"
 
@@ -28,11 +26,5 @@ cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid
 
 // How many CTAs of the kernel one SM runs at once on the current device (0 on error).
 int verify_wgmma_ctas_per_sm(DType dtype, bool e4m3);
-
-// The same for the decode kernel (decode_wgmma.cuh: an e4m3 cache in exact mode, up to
-// DecodeTile::kRows rows a CTA; grid: x row blocks of DecodeTile::kRows, y chunks, z requests).
-cudaError_t launch_decode_wgmma(const mma::VerifyKernelParams& params, dim3 grid,
-                                cudaStream_t stream, DType dtype, const CUtensorMap* kv_map);
-int decode_wgmma_ctas_per_sm(DType dtype);
 
 }  // namespace treeverify::cuda::sm90

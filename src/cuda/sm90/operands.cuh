@@ -1,7 +1,7 @@
-// The wgmma kernels' operands in shared memory (verify_wgmma.cuh, decode_wgmma.cuh): where a
-// row's values lie in a Q or KV tile (wgmma's 128-byte swizzle, tile.h), Q staged by the
-// consumer threads (and, on an e4m3 cache, rescaled into fp16), and the KV tiles copied by the
-// producer warpgroup (and e4m3 codes widened into fp16 where they landed).
+// The wgmma verify kernel's operands in shared memory (verify_wgmma.cuh): where a row's values
+// lie in a Q or KV tile (wgmma's 128-byte swizzle, tile.h), Q staged by the consumer threads
+// (and, on an e4m3 cache, rescaled into fp16), and the KV tiles copied by the producer
+// warpgroup (and e4m3 codes widened into fp16 where they landed).
 #pragma once
 
 #include <cuda.h>
@@ -20,35 +20,22 @@ using mma::CtaWork;
 using mma::VerifyKernelParams;
 using Tile = WgmmaTile;
 
-// Whether either 16-bit value of a packed pair is an infinity or a NaN (all exponent bits set):
-// the epilogues' test of the rows they stage (verify_wgmma.cuh, decode_wgmma.cuh).
-template <typename T>
-__device__ __forceinline__ bool nonfinite2(uint32_t v) {
-  constexpr uint32_t kExp = std::is_same_v<T, __nv_bfloat16> ? 0x7f807f80u : 0x7c007c00u;
-  return __vcmpeq2(v & kExp, kExp) != 0u;
-}
-
-// Where 16-byte unit u (values 8 u .. 8 u + 7) of 64-value block kb of row r lies in a tile of
-// kRows rows of 576 values (tile.h: the 128-byte swizzle): Q (kRows: the CTA's query rows) or
-// a KV tile (64 rows).
-template <int kRows = Tile::kRows>
+// Where 16-byte unit u (values 8 u .. 8 u + 7) of 64-value block kb of row r lies in a Q or
+// KV tile (tile.h: the 128-byte swizzle).
 __device__ __forceinline__ uint32_t tile_offset(int r, int kb, int u) {
-  return kb * kRows * 128 + r * 128 + ((u ^ (r & 7)) << 4);
+  return kb * Tile::kBlockBytes + r * 128 + ((u ^ (r & 7)) << 4);
 }
 
-// The CTA's kRows query rows, rows past the request zero filled, by its first kThreads
-// threads (the consumers): thread t copies unit t % 8 of every block of rows t / 8 + kThreads /
-// 8 i, so the 8 threads of a row copy its 128 contiguous bytes and a warp's instruction fills 4
-// whole rows. Not committed.
-template <int kRows = Tile::kRows, int kThreads = Tile::kConsumerThreads>
+// The CTA's 64 query rows, rows past the request zero filled, by the consumer threads: thread
+// t copies unit t % 8 of every block of rows t / 8 and t / 8 + 32, so the 8 threads of a row
+// copy its 128 contiguous bytes and a warp's instruction fills 4 whole rows. Not committed.
 __device__ __forceinline__ void copy_q(const VerifyKernelParams& p, const CtaWork& w,
                                        uint32_t dst) {
-  static_assert(kRows * 8 % kThreads == 0);
   const int tid = static_cast<int>(threadIdx.x);
   const int u = tid % 8;
 #pragma unroll
-  for (int i = 0; i < kRows * 8 / kThreads; ++i) {
-    const int r = tid / 8 + kThreads / 8 * i, gr = w.row0 + r;
+  for (int i = 0; i < 2; ++i) {
+    const int r = tid / 8 + 32 * i, gr = w.row0 + r;
     const char* src = static_cast<const char*>(p.q);  // a zero fill reads nothing
     int bytes = 0;
     if (gr < w.rows_b) {
@@ -58,7 +45,7 @@ __device__ __forceinline__ void copy_q(const VerifyKernelParams& p, const CtaWor
     }
 #pragma unroll
     for (int kb = 0; kb < kQKDim / 64; ++kb)
-      cp_async_16(dst + tile_offset<kRows>(r, kb, u), src + (bytes ? kb * 128 + u * 16 : 0), bytes);
+      cp_async_16(dst + tile_offset(r, kb, u), src + (bytes ? kb * 128 + u * 16 : 0), bytes);
   }
 }
 
@@ -69,17 +56,17 @@ __device__ __forceinline__ void copy_q(const VerifyKernelParams& p, const CtaWor
 // (exact_q_shift, cuda/common/fp8_convert.h), then rounded to fp16, which holds every bf16
 // value of the row exactly down to 2^-38 of its largest; s_scale[r] = 2^-s kv_scale. A row with a
 // NaN or infinity keeps s = 0 and ends NaN (its recomputation is exact). fp16 rows keep their
-// values. Thread t rewrites exactly the units copy_q<kRows, kThreads> gave it (unit t % 8 of
-// each block of rows t / 8 + kThreads / 8 i), held in registers from its read to its write, so
-// its own cp.async wait is all it needs first; the 8 lanes of a row meet by shuffles. The
-// caller publishes the rows and scales.
-template <typename T, int kRows = Tile::kRows, int kThreads = Tile::kConsumerThreads>
+// values. Thread t rewrites exactly the units copy_q gave it (unit t % 8 of each block of rows
+// t / 8 and t / 8 + 32), held in registers from its read to its write, so its own cp.async wait
+// is all it needs first; the 8 lanes of a row meet by shuffles. The caller publishes the rows
+// and scales.
+template <typename T>
 __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, float kv_scale) {
   constexpr int kBlocks = kQKDim / 64;
   const int tid = static_cast<int>(threadIdx.x), u = tid % 8;
 #pragma unroll
-  for (int i = 0; i < kRows * 8 / kThreads; ++i) {
-    const int r = tid / 8 + kThreads / 8 * i;
+  for (int i = 0; i < 2; ++i) {
+    const int r = tid / 8 + 32 * i;
     int s = 0;
     if constexpr (!std::is_same_v<T, __half>) {
       uint4 v[kBlocks];
@@ -87,7 +74,7 @@ __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, floa
       uint32_t amax = 0;
 #pragma unroll
       for (int kb = 0; kb < kBlocks; ++kb) {
-        v[kb] = *reinterpret_cast<const uint4*>(s_q + tile_offset<kRows>(r, kb, u));
+        v[kb] = *reinterpret_cast<const uint4*>(s_q + tile_offset(r, kb, u));
         for (uint32_t x : {v[kb].x, v[kb].y, v[kb].z, v[kb].w})
           amax = max(amax, max(x & 0x7fffu, (x >> 16) & 0x7fffu));
       }
@@ -102,7 +89,7 @@ __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, floa
           const T* two = reinterpret_cast<const T*>(x);
           *x = pack2<__half>(to_float(two[0]) * up, to_float(two[1]) * up);
         }
-        *reinterpret_cast<uint4*>(s_q + tile_offset<kRows>(r, kb, u)) = v[kb];
+        *reinterpret_cast<uint4*>(s_q + tile_offset(r, kb, u)) = v[kb];
       }
     }
     if (u == 0) s_scale[r] = __uint_as_float(static_cast<uint32_t>(127 - s) << 23) * kv_scale;
@@ -193,19 +180,14 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 // it into two halves that take alternate e4m3 tiles, so that one widens while the other's
 // copies fly, was slower: V1 0.222 ms against 0.198, H200 2026-12-01; the widening's
 // shared-memory traffic is what limits it.)
-// L: the CTA's layout (tile.h; the decode kernel's, decode_tile.h, has 64-token stages of
-// e4m3 codes that nobody widens: L::kWidenInPlace false, the codes' pieces L::kCodePieceBytes
-// apart, and each tile's copies, cp.async or TMA, arrive on its full barrier directly).
-template <bool kE4M3, bool kTma, typename L = Tile>
+template <bool kE4M3, bool kTma>
 __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
                                         uint32_t s_base, const CUtensorMap* kv_map) {
-  static_assert(L::kTokens == Tile::kTokens);
-  static_assert(L::kWidenInPlace || kE4M3, "a 16-bit tile is stored as it lands");
-  constexpr int kProducers = L::kThreads - L::kConsumerThreads;
+  constexpr int kProducers = Tile::kThreads - Tile::kConsumerThreads;
   constexpr int kRowStep = kProducers / 8;                // 16
   constexpr int kRowsEach = Tile::kTokens / kRowStep;     // 4
   constexpr int kRowBytes = kE4M3 ? kQKDim : kQKDim * 2;  // a KV row in the cache
-  const int pt = static_cast<int>(threadIdx.x) - L::kConsumerThreads;
+  const int pt = static_cast<int>(threadIdx.x) - Tile::kConsumerThreads;
   const int u = pt % 8, r0 = pt / 8;
   auto page_ids = [&](int tile, int32_t(&ids)[kRowsEach]) {
 #pragma unroll
@@ -223,11 +205,11 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
 #pragma unroll
     for (int i = 0; i < kRowsEach; ++i) ids[i] = next[i];
     page_ids(tile + 1, next);
-    const int s = tile % L::kStages;
-    if (tile >= L::kStages)  // the consumers are done with the tile kStages before
-      mbar_wait(s_base + L::kEmptyOffset + 8 * s, (tile / L::kStages - 1) & 1);
-    const uint32_t stage = s_base + s * L::kStageBytes;
-    const uint32_t full = s_base + L::kFullOffset + 8 * s;
+    const int s = tile % Tile::kStages;
+    if (tile >= Tile::kStages)  // the consumers are done with the tile kStages before
+      mbar_wait(s_base + Tile::kEmptyOffset + 8 * s, (tile / Tile::kStages - 1) & 1);
+    const uint32_t stage = s_base + s * Tile::kStageBytes;
+    const uint32_t full = s_base + Tile::kFullOffset + 8 * s;
     bool whole = false;  // a whole tile inside one page, for TMA
     const int first = w.tok_begin + tile * Tile::kTokens, last = first + Tile::kTokens - 1;
     if constexpr (kTma)
@@ -236,7 +218,7 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
     if constexpr (kTma && !kE4M3) {
       if (whole) {
         if (pt == 0) {
-          mbar_arrive_expect_tx(full, L::kStageBytes);
+          mbar_arrive_expect_tx(full, Tile::kStageBytes);
 #pragma unroll
           for (int kb = 0; kb < kQKDim / 64; ++kb)
             tma_load_3d(stage + kb * Tile::kBlockBytes, kv_map, 64 * kb, row, ids[0], full);
@@ -246,15 +228,14 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
         continue;
       }
     }
-    // Where an e4m3 tile's copies arrive: "codes landed" when they are then widened.
-    const uint32_t landed = L::kWidenInPlace ? s_base + L::kLandedOffset + 8 * s : full;
+    const uint32_t landed = s_base + Tile::kLandedOffset + 8 * s;
     if (kE4M3 && whole) {
       constexpr int kBoxes = (kQKDim + 127) / 128;
       if (pt == 0) {
         mbar_arrive_expect_tx(landed, kBoxes * 128 * Tile::kTokens);  // the zeros included
 #pragma unroll
         for (int j = 0; j < kBoxes; ++j)
-          tma_load_3d(stage + j * L::kCodePieceBytes, kv_map, 128 * j, row, ids[0], landed);
+          tma_load_3d(stage + 2 * j * Tile::kBlockBytes, kv_map, 128 * j, row, ids[0], landed);
       } else {
         mbar_arrive(landed);
       }
@@ -273,11 +254,12 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
           bytes = 16;
         }
         if constexpr (kE4M3) {
-          // Codes 128 j + 16 u .. + 15 of the row to unit u of its 128 bytes in piece j.
+          // Codes 128 j + 16 u .. + 15 of the row to unit u of its 128 bytes in block 2 j.
 #pragma unroll
           for (int j = 0; j < (kQKDim + 127) / 128; ++j)
             if (128 * j + 16 * u < kQKDim)
-              cp_async_16(stage + j * L::kCodePieceBytes + r * 128 + u * 16, src + 128 * j, bytes);
+              cp_async_16(stage + 2 * j * Tile::kBlockBytes + r * 128 + u * 16, src + 128 * j,
+                          bytes);
         } else {
 #pragma unroll
           for (int kb = 0; kb < kQKDim / 64; ++kb)
@@ -286,16 +268,16 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
       }
       if constexpr (kE4M3) cp_async_mbar_arrive(landed);  // when this thread's codes land
     }
-    if constexpr (kE4M3 && L::kWidenInPlace) {
+    if constexpr (kE4M3) {
       // Every copy of the tile has landed (the consumers' half of the rows too, which the
       // warpgroup that scores the tile widens: widen_own_half in verify_wgmma.cuh).
-      mbar_wait(landed, (tile / L::kStages) & 1);
+      mbar_wait(landed, (tile / Tile::kStages) & 1);
       widen_e4m3_rows<false>(stage, 0);
       fence_proxy_async();  // the fp16 rows, for wgmma's reads
       mbar_arrive(full);
-    } else if constexpr (!kE4M3) {
+    } else {
       cp_async_mbar_arrive(full);
-    }  // (codes nobody widens arrived on the full barrier above: `landed` is `full`)
+    }
   }
 }
 

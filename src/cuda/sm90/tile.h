@@ -32,10 +32,6 @@ struct WgmmaTile {
   // bytes apart; every stage, Q and the shared-memory base are 1024-byte aligned.
   static constexpr int kBlockBytes = kTokens * 128;  // 64 rows of a 64-value block: 8192
   static constexpr int kStageBytes = kQKDim / 64 * kBlockBytes;
-  // An e4m3 tile's codes land in the even blocks (operands.cuh, produce), 128 codes of each
-  // row in its 128 bytes of block 2 j, and are widened there into fp16.
-  static constexpr int kCodePieceBytes = 2 * kBlockBytes;
-  static constexpr bool kWidenInPlace = true;
   static_assert(kRows == kTokens, "Q and a KV tile share the layout");
   // P (16-bit, rows x tokens) of the last scored tile, for the other warpgroup's P V, without
   // swizzle: 8-row groups of kTokens values, the 8 rows interleaved 16 bytes at a time (one

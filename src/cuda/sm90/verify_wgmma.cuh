@@ -143,6 +143,13 @@ __device__ __forceinline__ void publish_p(const Rows& rows, const uint32_t (&pa)
   }
 }
 
+// Whether either 16-bit value of a packed pair is an infinity or a NaN (all exponent bits set).
+template <typename T>
+__device__ __forceinline__ bool nonfinite2(uint32_t v) {
+  constexpr uint32_t kExp = std::is_same_v<T, __nv_bfloat16> ? 0x7f807f80u : 0x7c007c00u;
+  return __vcmpeq2(v & kExp, kExp) != 0u;
+}
+
 // Writes O v_scale / l (v_scale: kv_scale on an e4m3 cache, whose codes the products used, else
 // 1) as the output (one-chunk requests), or O / l as a partial in T and its lse (log2) for the
 // combine, which applies v_scale (an e4m3 partial in the codes' units: combine.cuh); a

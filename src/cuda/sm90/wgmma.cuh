@@ -205,22 +205,6 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[128], const uint3
 #endif
 }
 
-// D (m64n16, fp32) {=, +=} A (m64k16, registers: a thread's 4 registers of fp16 pairs in the
-// accumulator layout of 16 columns) x B (k16n16, shared memory, K-major), fp16: the decode
-// kernel's products (decode_wgmma.cuh), KV tokens or V's columns as M, the query rows as N.
-__device__ __forceinline__ void wgmma_m64n16k16_rs_f16(float (&d)[8], const uint32_t (&a)[4],
-                                                       uint64_t desc_b, bool accumulate) {
-#if TV_HAS_WGMMA
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, "
-      "{%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)));
-#endif
-}
-
 #undef TV_WGMMA_SS
 #undef TV_WGMMA_RS
 #undef TV_WGMMA_D32_REGS
