@@ -280,5 +280,37 @@ TEST(Compare, SizeMismatchThrows) {
   EXPECT_THROW(f.compare(), std::invalid_argument);
 }
 
+// A reference slack (ReferenceResult::out_slack, fast mode's P codes): each row's error counts
+// only beyond its own row's slack; the worst row before it is kept; the aggregate is unchanged.
+TEST(Compare, RowErrorsCountBeyondTheirSlack) {
+  Fixture f;
+  // Row 2 moved by 1 in one column: an absolute row error of about 1.
+  f.out[2 * kVDim + 40] = float_to_bf16(static_cast<float>(f.ref_out[2 * kVDim + 40]) + 1.f);
+  double norm = 0;
+  for (size_t k = 2 * kVDim; k < 3 * kVDim; ++k) norm += f.ref_out[k] * f.ref_out[k];
+  norm = std::sqrt(norm);
+  auto with_slack = [&](std::vector<double> slack) {
+    return compare_with_reference(DType::kBF16, f.out, f.lse.data(), f.ref_out, f.ref_lse, slack);
+  };
+  const Comparison plain = f.compare();
+  EXPECT_FALSE(plain.slack);
+  EXPECT_NEAR(plain.out_row_rel_max, 1.0 / norm, 0.02 / norm);
+  std::vector<double> slack(Fixture::kRows, 0.0);
+  slack[2] = 1.1;  // covers it: what is left is bf16 rounding
+  Comparison c = with_slack(slack);
+  EXPECT_TRUE(c.slack);
+  EXPECT_LT(c.out_row_rel_max, 4e-3);
+  EXPECT_EQ(c.out_row_rel_max_raw, plain.out_row_rel_max);
+  EXPECT_EQ(c.out_rel_fro, plain.out_rel_fro);
+  EXPECT_NE(c.to_string().find("before it"), std::string::npos);
+  slack[2] = 0.5;  // half of it
+  EXPECT_NEAR(with_slack(slack).out_row_rel_max, 0.5 / norm, 0.02 / norm);
+  slack[2] = 0;
+  slack[3] = 1.1;  // another row's slack does not cover this one
+  EXPECT_EQ(with_slack(slack).out_row_rel_max, plain.out_row_rel_max);
+  slack.pop_back();
+  EXPECT_THROW(with_slack(slack), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace treeverify::testing
