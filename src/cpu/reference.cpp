@@ -18,7 +18,8 @@ namespace {
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // The score matrix of a block of rows is rows x kv_len doubles; this caps it at 128 MB so a
-// 185k-token request with thousands of rows still fits, one row block at a time.
+// 185k-token request with thousands of rows still fits, one row block at a time (fast rounding
+// with the kernel's maxima keeps a second such matrix, the codes' slack: 256 MB).
 constexpr int64_t kScoreBudget = int64_t{1} << 24;
 
 void load_row(DType dtype, const uint16_t* src, int n, double* dst) {
