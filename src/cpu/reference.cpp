@@ -57,9 +57,10 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
   const int64_t block = std::clamp<int64_t>(kScoreBudget / std::max<int64_t>(kvl, 1), 1, rows);
   std::vector<double> qd(block * kQKDim), s(block * kvl), kd(kQKDim), acc(block * kVDim);
   std::vector<double> sum(block);
-  // Fast rounding with the kernel's maxima: the step of each P code the kernel may round the
-  // other way, in units of the row max's p (0 for the others), and the rows' out slack.
-  const bool slack = fast && maxima.tile_tokens > 0;
+  // Fast rounding with the kernel's maxima (reference_attention sized out_slack then): the
+  // step of each P code the kernel may round the other way, in units of the row max's p (0 for
+  // the others), and the rows' out slack.
+  const bool slack = !res->out_slack.empty();
   std::vector<double> flip(slack ? block * kvl : 0), slack_acc(block);
   // The non-finite policy (verify.h): a row whose q, or any token it sees, holds a NaN or an
   // infinity is NaN, decided by what the row sees, not by what the arithmetic would give.
