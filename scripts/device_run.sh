@@ -51,6 +51,10 @@
 #             profiles of V1 and V4 (TV_WG_PORTABLE=0, TV_WG_PROFILE=0 leave those two out);
 #             with .devpkg/bin/treeverify-base (a baseline build), its times of the same cases
 #   wgcheck   the checks and quick GPU tests of the wgmma step, without its benches and profiles
+#   wgfast    the wgmma kernel's fast mode (an e4m3 cache, e4m3 products): `treeverify check`
+#             on suite and custom cases, the GpuFast tests and the GpuVerify cases' own-choice
+#             part, then the suite's cases it runs twice in fast mode beside exact mode and bf16
+#             (TV_WGFAST_TESTS=0 leaves the tests out, TV_WGFAST_BENCH=0 the benches)
 #   profile   ncu: stall reasons of the main kernel on V4 (L cut to 65536) and on V1 at page
 #             size 1 and 64, every kernel's duration in one D1 call, and the sm_80 tile
 #             configuration forced on V1/V4
@@ -181,6 +185,38 @@ if want wgmma || want wgcheck; then
       --gtest_filter='GpuVerify.EveryVariant:GpuVerify.Fp16:GpuVerify.Deterministic:GpuVerify.StepDataFollowsThePlan:GpuVerify.GraphBringsItsOwnStepData:GpuVerify.WgmmaPagesHeadsAndChunks:GpuVerify.WgmmaTmaCopiesMatchCpAsync:GpuE4M3.WgmmaPagesHeadsAndChunks:GpuE4M3.OutlierChannels:GpuE4M3.NanCodeReachesOnlyTheRowsThatSeeIt'
   } >"$out/wgmma_check.txt" 2>&1
   grep -E "^case|kernel|PASS|FAIL|ERROR|rror|^\[  (PASSED|FAILED)" "$out/wgmma_check.txt" | cut -c1-220
+fi
+if want wgfast; then
+  fast=(--backend cuda-mma --kv-format e4m3 --precision fast)
+  if ! timeout 30 $bin/treeverify check "${fast[@]}" V2 >"$out/wgfast_first.txt" 2>&1; then
+    echo "wgfast: the first check failed or hung (rc=$?); step stopped"; tail -5 "$out/wgfast_first.txt"
+  else
+    {
+      for c in V1 V2 D2 S1 S2 R1; do timeout 60 $bin/treeverify check "${fast[@]}" $c; done
+      for args in "--heads 8 --tree 64 --prefix 777 --page 16 --shape bushy" \
+        "--heads 8 --tree 17 --prefix 3000 --page 1 --dtype fp16" \
+        "--heads 3 --tree 50 --prefix 20000 --page 1 --chunk-tokens 96" \
+        "--heads 128 --tree 1 --prefix 5000 --page 64 --batch 3" \
+        "--heads 1 --tree 1024 --prefix 100 --page 16 --shape deep" \
+        "--heads 64 --tree 1 --prefix 0 --page 16" "--heads 16 --tree 5 --prefix 70000 --page 128" \
+        "--heads 8 --tree 16 --prefix 6000 --page 64 --chunk-tokens 64"; do
+        timeout 60 $bin/treeverify check "${fast[@]}" $args
+      done
+      [ "${TV_WGFAST_TESTS:-1}" = 1 ] && TREEVERIFY_TEST_OWN_TABLE_ONLY=1 timeout 300 \
+        $bin/treeverify_gpu_tests --gtest_brief=1 --gtest_filter='GpuFast.*:GpuVerify.*'
+    } >"$out/wgfast_check.txt" 2>&1
+    grep -E "^case|kernel|PASS|FAIL|ERROR|rror|^\[  (PASSED|FAILED)" "$out/wgfast_check.txt" | cut -c1-220
+    if [ "${TV_WGFAST_BENCH:-1}" = 1 ]; then
+      cases=(V1 V2 V3 V4 D2 S1 S2)
+      for run in 1 2; do
+        timeout 150 $bin/treeverify bench "${fast[@]}" "${cases[@]}" >"$out/bench_wgfast$run.txt" 2>&1
+      done
+      timeout 150 $bin/treeverify bench --backend cuda-mma --kv-format e4m3 "${cases[@]}" \
+        >"$out/bench_wgfast_exact.txt" 2>&1
+      timeout 150 $bin/treeverify bench --backend cuda-mma "${cases[@]}" >"$out/bench_wgfast_bf16.txt" 2>&1
+      grep -h -E "^gpu|^(V|D|S)[0-9]|rror" "$out"/bench_wgfast*.txt
+    fi
+  fi
 fi
 if want wgmma; then
   cases=(V1 V2 V3 V4 D2 S1 S2 R1)

@@ -218,8 +218,10 @@ Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_
   std::vector<uint16_t> unused_out(hc.out_elems());
   std::vector<float> unused_lse(hc.lse_elems());
   // Fast kernels round P relative to their running maxima: the oracle subtracts the same ones.
+  const testing::Tolerance tol = testing::tolerance_for(p);
   const detail::FastPMaxima maxima{.chunk_tokens = p.state.chunk_tokens,
-                                   .tile_tokens = p.state.tile_tokens};
+                                   .tile_tokens = p.state.tile_tokens,
+                                   .p_code_margin = tol.p_code_margin};
   TV_RETURN_IF_ERROR(detail::reference_attention(
       ref_plan, hc.tensors(unused_out.data(), unused_lse.data()), round_p, &ref, maxima));
 
@@ -227,7 +229,7 @@ Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_
   // other way (ReferenceResult::out_slack).
   result->cmp =
       testing::compare_with_reference(c.dtype, out, lse.data(), ref.out, ref.lse, ref.out_slack);
-  result->pass = result->cmp.ok(testing::kOutRelTol, testing::kLseAbsTol);
+  result->pass = result->cmp.ok(tol.out, tol.lse);
   result->checked_prefix = small.prefix_lens;
   result->reduced = scale < 1;
   result->plan = p;

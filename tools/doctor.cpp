@@ -50,7 +50,8 @@ std::vector<int> runnable_tables(const DeviceInfo& d, std::string* first_missing
 // and the code it runs (DeviceInfo::kernel_arch) have them: sm_86 code on an sm_89 GPU has no
 // QMMA, and sm_89 code JIT-compiled for an H100 would emulate it (src/cuda/plan.cpp,
 // fast_mode_blocker, decides the same for each plan); otherwise it runs exact and
-// Plan::reason says so.
+// Plan::reason says so. On sm_90 the wgmma kernel's e4m3 products are native: with sm_90a code,
+// requests of more than 32 rows run fast there (cuda/sm90/choice.h), smaller ones exact.
 constexpr int kSmVersions[] = {80, 86, 89, 90, 100, 120, 121};
 
 std::vector<int> fast_sms(bool native) {
@@ -71,6 +72,11 @@ std::string not_native(int sm) {
 std::pair<const char*, std::string> fast_on_device(const DeviceInfo& d, const BuildInfo& build) {
   if (!d.has_kernel_code) return {"nothing", "no compiled code runs on it"};
   const int sm = d.cc_major * 10 + d.cc_minor, code = d.kernel_arch;
+  if (sm == 90 && code == 90 && build.cuda_sm90a)
+    return {"fast above 32 rows",
+            "wgmma e4m3 products (sm_90a code) for requests of more than 32 rows; smaller ones "
+            "run exact: " +
+                not_native(sm)};
   if (!cuda::mma::native_fp8_mma(sm)) return {"exact", not_native(sm)};
   if (!cuda::mma::native_fp8_mma(code)) return {"exact", "its code: " + not_native(code)};
   if (!build.cuda_e4m3_mma)
@@ -95,7 +101,8 @@ int run_doctor(const DoctorFlags& flags) {
   const unsigned threads = std::thread::hardware_concurrency();
   std::vector<int> compiled_fast;  // compiled architectures whose code has FP8 products
   for (int sm : build.cuda_archs)
-    if (build.cuda_e4m3_mma && cuda::mma::native_fp8_mma(sm)) compiled_fast.push_back(sm);
+    if ((build.cuda_e4m3_mma && cuda::mma::native_fp8_mma(sm)) || (sm == 90 && build.cuda_sm90a))
+      compiled_fast.push_back(sm);  // sm_90a: the wgmma kernel's e4m3 instance
 
   // Planning reads metadata only, so every suite case plans in milliseconds at full size.
   struct Row {
@@ -254,11 +261,12 @@ int run_doctor(const DoctorFlags& flags) {
       "         every backend, every architecture; more than 32 rows on sm_90a code: the wgmma\n"
       "         kernel, whose producer widens the tiles in shared memory\n"
       "  fast:  Q and P rounded to e4m3; native FP8 products (mma.sync e4m3 -> QMMA) in code for\n"
-      "         {}. A fast request on code for {},\n"
-      "         or on a CPU backend, runs exact, and the plan's reason says why\n",
+      "         {}, and wgmma e4m3 in sm_90a code (more than 32 rows). A fast request on code\n"
+      "         for {} otherwise, or on a CPU backend, runs exact, and the plan's reason says "
+      "why\n",
       archs_text(fast_sms(true)), archs_text(fast_sms(false)));
   if (build.cuda_compiled)
-    fmt::print("  compiled with fast products: {}\n", archs_text(compiled_fast));
+    fmt::print("  compiled with fast products: {}\n", archs_text(compiled_fast, build.cuda_sm90a));
   for (const DeviceInfo& d : devices) {
     const auto [runs, why] = fast_on_device(d, build);
     fmt::print("  [{}] {}: a fast request runs {} ({})\n", d.ordinal, d.name, runs, why);

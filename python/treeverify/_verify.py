@@ -111,8 +111,9 @@ def plan(kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents, num_heads,
     with a scale per layer pass each layer's device tensor to run() instead.
     precision ('exact' or 'fast', e4m3 caches only): exact runs the products in q's dtype on
     the dequantized cache; fast rounds Q (one scale a row) and P to e4m3 for native FP8
-    products on GPUs that have them (sm_89, sm_120) and runs exact elsewhere, the CPU
-    included. Plan.precision says which ran, Plan.reason why.
+    products on GPUs that have them (sm_89, sm_120; sm_90 for more than 32 rows a request,
+    by wgmma) and runs exact elsewhere, the CPU included. Plan.precision says which ran,
+    Plan.reason why.
 
     The index arrays may be host arrays (numpy, lists, CPU tensors: engines keep host copies
     of the lengths) or device arrays, in any mix: the device ones are copied to the host in one

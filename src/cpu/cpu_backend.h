@@ -38,6 +38,9 @@ inline constexpr double kFastPCodeMargin = 1e-4;
 struct FastPMaxima {
   int32_t chunk_tokens = 0;  // 0: one chunk
   int32_t tile_tokens = 0;   // 0: the row's max
+  // The out_slack's margin (kFastPCodeMargin for fp32 scores; wider for a kernel whose scores
+  // carry larger errors: testing::tolerance_for).
+  double p_code_margin = kFastPCodeMargin;
 };
 Status reference_attention(const Plan& plan, const VerifyTensors& tensors, bool round_p,
                            ReferenceResult* result, FastPMaxima maxima = {});

@@ -127,8 +127,8 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
               // Rounded relative to `run`, as the kernel holds it, then brought to the row max.
               const double x = std::exp(sr[tok] - run), to_row = std::exp(run - mx);
               sr[tok] = round_p_fast(x) * to_row;
-              const double lo = round_p_fast(x * (1 - kFastPCodeMargin));
-              const double hi = round_p_fast(x * (1 + kFastPCodeMargin));
+              const double lo = round_p_fast(x * (1 - maxima.p_code_margin));
+              const double hi = round_p_fast(x * (1 + maxima.p_code_margin));
               flip[r * kvl + tok] = (hi - lo) * to_row;
             }
           }

@@ -122,10 +122,11 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
     using Tile = cuda::sm90::WgmmaTile;
     const dim3 grid((max_rows + Tile::kRows - 1) / Tile::kRows, plan.state.num_chunks,
                     plan.batch_size);
-    // Exact mode only: plan.cpp never gives this kernel fast mode's e4m3 products.
-    if (plan.state.fast_products) return cudaErrorInvalidValue;
-    return cuda::sm90::launch_verify_wgmma(kp, grid, stream, plan.dtype,
-                                           plan.kv_format == KvFormat::kE4M3,
+    using cuda::mma::KvMode;
+    const KvMode mode = plan.kv_format != KvFormat::kE4M3 ? KvMode::k16
+                        : plan.state.fast_products        ? KvMode::kE4M3Fast
+                                                          : KvMode::kE4M3;
+    return cuda::sm90::launch_verify_wgmma(kp, grid, stream, plan.dtype, mode,
                                            plan.state.tma ? &kv_map : nullptr);
   };
   const cudaError_t err =

@@ -68,11 +68,10 @@ std::string wgmma_name() {
   return fmt::format("wgmma-r{}-t{}", cuda::sm90::WgmmaTile::kRows, cuda::sm90::WgmmaTile::kTokens);
 }
 
-// The same facts for the sm_90a wgmma kernel on the current device (e4m3: its exact-mode
-// instance).
-VariantFacts wgmma_facts(DType dtype, bool e4m3) {
+// The same facts for the sm_90a wgmma kernel's instance for `mode` on the current device.
+VariantFacts wgmma_facts(DType dtype, KvMode mode) {
   using cuda::sm90::WgmmaTile;
-  const int ctas = cuda::sm90::verify_wgmma_ctas_per_sm(dtype, e4m3);
+  const int ctas = cuda::sm90::verify_wgmma_ctas_per_sm(dtype, mode);
   return VariantFacts{WgmmaTile::kRows,
                       WgmmaTile::kTokens,
                       WgmmaTile::kSmemBytes,
@@ -159,7 +158,7 @@ std::string fast_mode_blocker(int sm, int config_arch, bool forced, VariantId va
     return a < 89    ? fmt::format("sm_{} has no e4m3 mma", a)
            : a < 100 ? fmt::format(
                            "sm_{} emulates e4m3 mma.sync (fp16 products after conversion, "
-                           "slower than exact; Hopper's FP8 speed is in wgmma, not built)",
+                           "slower than exact)",
                            a)
                      : fmt::format("sm_{}'s e4m3 mma.sync is not verified native", a);
   };
@@ -248,19 +247,29 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                   options.force_config_arch > 0 ? "options.force_config_arch" : "device", "{}{}",
                   missing,
                   forced_rows > 0 ? fmt::format(" ({} rows a CTA forced)", forced_rows) : "");
-  // Fast mode (Precision::kFast) where fast_mode_blocker finds nothing against it; otherwise
-  // the call runs exact, and says why.
+  // The sm_90a wgmma kernel in place of the table's 64-row variant where it applies
+  // (cuda/sm90/choice.h).
+  const char* blocker = cuda::sm90::wgmma_blocker({.device_sm = sm,
+                                                   .code_arch = device.kernel_arch,
+                                                   .built = cuda::sm90::kWgmmaBuilt,
+                                                   .forced_config_arch = options.force_config_arch,
+                                                   .forced_rows = forced_rows,
+                                                   .max_rows = max_rows});
+  std::string no_wgmma = blocker != nullptr ? blocker : "";
+  // Fast mode (Precision::kFast) where the portable kernel has native e4m3 products
+  // (fast_mode_blocker finds nothing against it) or the wgmma kernel takes the call (e4m3
+  // wgmma); otherwise the call runs exact, and says why. portable_mode is what the portable
+  // kernel would run.
   KvMode mode = e4m3 ? KvMode::kE4M3 : KvMode::k16;
-  std::string precision_note;
+  KvMode portable_mode = mode;
+  std::string precision_note, portable_fast_blocker;
   if (e4m3 && options.precision == Precision::kFast) {
-    const std::string blocker = fast_mode_blocker(sm, config_arch, options.force_config_arch > 0,
-                                                  variant, device.kernel_arch);
-    if (blocker.empty())
-      mode = KvMode::kE4M3Fast;
-    else
-      precision_note = "; fast asked, run exact: " + blocker;
+    portable_fast_blocker = fast_mode_blocker(sm, config_arch, options.force_config_arch > 0,
+                                              variant, device.kernel_arch);
+    if (portable_fast_blocker.empty()) portable_mode = KvMode::kE4M3Fast;
+    if (portable_fast_blocker.empty() || no_wgmma.empty()) mode = KvMode::kE4M3Fast;
   }
-  const VariantFacts facts = variant_facts_on(device, variant, problem.dtype, mode);
+  const VariantFacts facts = variant_facts_on(device, variant, problem.dtype, portable_mode);
   TV_REQUIRE_CODE(
       StatusCode::kUnsupported,
       facts.ctas_per_sm > 0 && static_cast<size_t>(facts.smem) <= device.smem_per_block_optin,
@@ -293,20 +302,10 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
     return problem.batch_size > 0 ? plan_split_schedule(in)
                                   : SplitSchedule{.chunk_tokens = f.tokens};
   };
-  // The sm_90a wgmma kernel in place of the table's 64-row variant where it applies
-  // (cuda/sm90/choice.h).
   VariantId chosen = variant;
   VariantFacts chosen_facts = facts;
-  const char* blocker = cuda::sm90::wgmma_blocker({.device_sm = sm,
-                                                   .code_arch = device.kernel_arch,
-                                                   .built = cuda::sm90::kWgmmaBuilt,
-                                                   .forced_config_arch = options.force_config_arch,
-                                                   .forced_rows = forced_rows,
-                                                   .max_rows = max_rows,
-                                                   .fast = mode == KvMode::kE4M3Fast});
-  std::string no_wgmma = blocker != nullptr ? blocker : "";
   if (no_wgmma.empty()) {
-    const VariantFacts wf = facts_on(device, [&] { return wgmma_facts(problem.dtype, e4m3); });
+    const VariantFacts wf = facts_on(device, [&] { return wgmma_facts(problem.dtype, mode); });
     // A device that cannot hold it (an sm_90 part with less shared memory a block) keeps the
     // portable kernel, which the checks above found runnable.
     if (wf.ctas_per_sm > 0 && static_cast<size_t>(wf.smem) <= device.smem_per_block_optin)
@@ -315,6 +314,13 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
       no_wgmma = fmt::format("its {} bytes of shared memory a block do not fit ({} allows {})",
                              wf.smem, where, device.smem_per_block_optin);
   }
+  if (mode != portable_mode && !chosen_facts.wgmma) mode = portable_mode;  // it does not fit
+  if (e4m3 && options.precision == Precision::kFast && mode != KvMode::kE4M3Fast)
+    precision_note = fmt::format("; fast asked, run exact: {}{}", portable_fast_blocker,
+                                 sm == 90 ? fmt::format(", and the wgmma kernel, whose e4m3 "
+                                                        "products are native, does not run ({})",
+                                                        no_wgmma)
+                                          : "");
   SplitSchedule sched = schedule_for(chosen_facts);
   if (forced_rows == 0 && options.force_chunk_tokens == 0) {
     for (int64_t rows : {16, 32}) {
@@ -323,7 +329,8 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
                               .variant;
       if (v == VariantId::kNone || v == chosen || rows >= facts.rows ||
           !cuda::mma::variant_compiled_for(v, device.kernel_arch) ||
-          (mode == KvMode::kE4M3Fast && !cuda::mma::fast_compiled_for(v, device.kernel_arch)))
+          (mode == KvMode::kE4M3Fast && !cuda::mma::fast_compiled_for(v, device.kernel_arch)) ||
+          mode != portable_mode)  // fast mode runs only on the wgmma kernel here
         continue;
       const VariantFacts f = variant_facts_on(device, v, problem.dtype, mode);
       if (f.ctas_per_sm == 0 || static_cast<size_t>(f.smem) > device.smem_per_block_optin) continue;
@@ -353,7 +360,9 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   // - e4m3 (2026-12-02): faster at every row count measured (V2 0.5663-0.5674 -> 0.5476-0.5478,
   //   V3 1.544-1.550 -> 1.5005-1.5007, V4 4.27-4.28 -> 4.15-4.19, D2 0.1545 -> 0.1520).
   // cuda/sm90/DESIGN_NOTES.md, versions 13 and 14.
-  const bool tma_applies = chosen_facts.wgmma && problem.page_size >= 64;
+  // Fast mode's instance copies by cp.async only (its codes land K-major, not in TMA's boxes).
+  const bool tma_applies =
+      chosen_facts.wgmma && problem.page_size >= 64 && mode != KvMode::kE4M3Fast;
   const bool tma_by_rule = e4m3 || max_rows > 2 * cuda::sm90::WgmmaTile::kRows;
   const bool tma_pays = tma_by_rule || options.force_tma;
   plan->state.tma =
@@ -375,8 +384,9 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   plan->precision = fast ? Precision::kFast : Precision::kExact;
   plan->state.fast_products = fast;
   plan->kernel = f.wgmma
-                     ? fmt::format("cuda-wgmma/{}{}/{}{}/sm90a", dtype_name(problem.dtype),
-                                   e4m3 ? "-e4m3kv" : "", f.name, plan->state.tma ? "+tma" : "")
+                     ? fmt::format("cuda-wgmma/{}{}{}/{}{}/sm90a", dtype_name(problem.dtype),
+                                   e4m3 ? "-e4m3kv" : "", fast ? "-fast" : "", f.name,
+                                   plan->state.tma ? "+tma" : "")
                      : fmt::format("cuda-mma/{}{}{}/{}/sm{}-config", dtype_name(problem.dtype),
                                    e4m3 ? "-e4m3kv" : "", fast ? "-fast" : "", f.name, config_arch);
   // On an sm_90 device, why the portable kernel runs instead of the wgmma one.
@@ -416,7 +426,7 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
       f.halves ? " in two halves, one's softmax beside the other's products" : "", f.tokens, copies,
       !e4m3  ? ""
       : fast ? fmt::format(", e4m3 fast: Q (a scale a row) and P in e4m3, e4m3 products{}",
-                           cuda::mma::native_fp8_mma(sm)
+                           f.wgmma || cuda::mma::native_fp8_mma(sm)
                                ? ""
                                : fmt::format(" (emulated on this sm_{}: a correctness run, not a "
                                              "speed one)",

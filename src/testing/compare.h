@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "treeverify/types.h"
+#include "treeverify/verify.h"
 
 namespace treeverify::testing {
 
@@ -44,5 +45,19 @@ Comparison compare_with_reference(DType dtype, const std::vector<uint16_t>& out,
 // (it rounds P to the input dtype like the kernels do).
 inline constexpr double kOutRelTol = 1e-2;
 inline constexpr double kLseAbsTol = 1e-5;
+
+// What a plan's output must meet against the float64 oracle that computes its precision
+// (round_p; fast: Q and P rounded to e4m3 as the kernel rounds them, relative to its running
+// maxima): the bounds on out (relative Frobenius; rows kRowTolFactor times it, beyond their
+// slack) and lse (absolute, natural log), and the relative distance of p x 448 from an e4m3
+// rounding midpoint inside which the kernel's P code may differ from the oracle's (the
+// oracle's slack, FastPMaxima::p_code_margin). One function for `treeverify check`, bench and
+// the GPU tests, so they hold a kernel to the same figures.
+struct Tolerance {
+  double out = kOutRelTol;
+  double lse = kLseAbsTol;
+  double p_code_margin = 0;  // fast plans only
+};
+Tolerance tolerance_for(const Plan& plan);
 
 }  // namespace treeverify::testing

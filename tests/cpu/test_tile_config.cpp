@@ -191,8 +191,8 @@ TEST(TileConfig, JitCompiledOlderCodeFallsBackToItsOwnTable) {
   EXPECT_FALSE(variant_in_build(VariantId::kWide3, 90, kReleaseBuild));
 }
 
-// The sm_90a wgmma kernel (cuda/sm90/choice.h): sm_90 devices running sm_90a code, 16-bit
-// caches or e4m3 ones in exact mode, more than 32 rows, nothing forced but 64 rows.
+// The sm_90a wgmma kernel (cuda/sm90/choice.h): sm_90 devices running sm_90a code, any cache
+// and mode, more than 32 rows, nothing forced but 64 rows.
 TEST(TileConfig, WgmmaKernelOnlyWhereItApplies) {
   using sm90::wgmma_blocker;
   using sm90::WgmmaQuery;
@@ -201,8 +201,7 @@ TEST(TileConfig, WgmmaKernelOnlyWhereItApplies) {
                       .built = true,
                       .forced_config_arch = 0,
                       .forced_rows = 0,
-                      .max_rows = 128,
-                      .fast = false};
+                      .max_rows = 128};
   EXPECT_EQ(wgmma_blocker(v1), nullptr);
   auto with = [&](auto change) {
     WgmmaQuery q = v1;
@@ -214,7 +213,6 @@ TEST(TileConfig, WgmmaKernelOnlyWhereItApplies) {
   EXPECT_NE(with([](WgmmaQuery& q) { q.code_arch = 89; }), nullptr);  // sm_89 PTX JIT on an H200
   EXPECT_NE(with([](WgmmaQuery& q) { q.built = false; }), nullptr);   // "90" without the "a"
   EXPECT_NE(with([](WgmmaQuery& q) { q.forced_config_arch = 90; }), nullptr);
-  EXPECT_NE(with([](WgmmaQuery& q) { q.fast = true; }), nullptr);
   EXPECT_NE(with([](WgmmaQuery& q) { q.forced_rows = 32; }), nullptr);
   EXPECT_EQ(with([](WgmmaQuery& q) { q.forced_rows = 64; }), nullptr);
   EXPECT_NE(with([](WgmmaQuery& q) { q.max_rows = 32; }), nullptr);  // the 32-row CTAs' case

@@ -1,10 +1,11 @@
 // cuda-mma with an e4m3 cache in fast mode (Precision::kFast: Q and P in e4m3, e4m3 products)
 // through the tables that run it (sm_120's and sm_89's, forced where the device is another;
-// on an H200 their e4m3 products are emulated, so this checks the code path, not its speed),
-// against both oracles of fast_check.h: every variant and dtype, outlier channels,
-// determinism, the device's own table, and the non-finite policy. The tree shapes, pages,
-// prefixes, heads, batches and chunks run in fast mode as part of every GpuVerify case
-// (test_verify_gpu.cpp).
+// on an H200 their e4m3 products are emulated, so this checks the code path, not its speed)
+// and through the device's own choice where it runs fast (on an H200 the wgmma kernel's e4m3
+// instance, requests of more than 32 rows), against both oracles of fast_check.h: every variant
+// and dtype, outlier channels, determinism, the device's own table, and the non-finite
+// policy. The tree shapes, pages, prefixes, heads, batches and chunks run in fast mode as part
+// of every GpuVerify case (test_verify_gpu.cpp).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "../cpu/cpu_test_util.h"
 #include "cuda/mma/config.h"
 #include "fast_check.h"
+#include "treeverify/system.h"
 
 namespace treeverify::testing {
 namespace {
@@ -44,13 +46,16 @@ TEST(GpuFast, EveryVariantAndDtype) {
 // the case that costs fast mode most accuracy, with the bound the docs state.
 TEST(GpuFast, OutlierChannels) {
   TV_SKIP_WITHOUT_GPU();
-  for (int arch : fast_tables().archs) {
+  HostCase probe = make_case(e4m3_spec("outliers", 16, {16}, {20000}, 64));
+  for (int arch : fast_configs(probe)) {
     HostCase host =
         make_case(e4m3_spec(fmt::format("outliers config {}", arch), 16, {16}, {20000}, 64));
     add_outlier_channels(host);
     PlanOptions o;
     o.force_config_arch = arch;
-    expect_fast_matches(host, o, Bounds{.exact_out = kOutlierOutTol, .exact_lse = kOutlierLseTol});
+    expect_fast_matches(
+        host, o,
+        Bounds{.exact_out = kOutlierOutTol, .exact_lse = kOutlierLseTol, .wgmma_same_scale = 10});
   }
   TV_SKIP_IF_FAST_TABLES_MISSING();
 }
@@ -59,7 +64,7 @@ TEST(GpuFast, OutlierChannels) {
 TEST(GpuFast, Deterministic) {
   TV_SKIP_WITHOUT_GPU();
   const HostCase host = make_case(e4m3_spec("determinism", 8, {64}, {150000}, 1));
-  for (int arch : fast_tables().archs) {
+  for (int arch : fast_configs(host)) {
     PlanOptions o;
     o.force_config_arch = arch;
     o.precision = Precision::kFast;
@@ -72,25 +77,32 @@ TEST(GpuFast, Deterministic) {
   TV_SKIP_IF_FAST_TABLES_MISSING();
 }
 
-// Unforced, fast runs only where the device has native e4m3 products; elsewhere the plan runs
-// exact and its reason says why.
+// Unforced, fast runs only where the device has native e4m3 products: mma.sync on sm_89 and
+// sm_120, wgmma on sm_90 (sm_90a code, requests of more than 32 rows: 128 here, 16 in the
+// decode case); elsewhere the plan runs exact and its reason says why.
 TEST(GpuFast, DeviceTableRunsFastOnlyWhereNative) {
   TV_SKIP_WITHOUT_GPU();
   DeviceInfo device;
   ASSERT_TRUE(detail::cuda_device_info(std::max(0, detail::cuda_current_device()), &device).ok());
   const int sm = device.cc_major * 10 + device.cc_minor;
-  const HostCase host = make_case(e4m3_spec("device table", 8, {16}, {5000}, 64));
-  PlanOptions o;
-  o.precision = Precision::kFast;
-  if (cuda::mma::native_fp8_mma(sm)) {
-    expect_fast_matches(host, o);
-    return;
+  const bool wgmma = sm == 90 && device.kernel_arch == 90 && build_info().cuda_sm90a;
+  for (int heads : {8, 16}) {
+    const int nodes = heads == 8 ? 16 : 1;
+    const HostCase host = make_case(
+        e4m3_spec(fmt::format("device table {} rows", heads * nodes), heads, {nodes}, {5000}, 64));
+    PlanOptions o;
+    o.precision = Precision::kFast;
+    SCOPED_TRACE(host.spec.name);
+    if (cuda::mma::native_fp8_mma(sm) || (wgmma && heads * nodes > 32)) {
+      expect_fast_matches(host, o);
+      continue;
+    }
+    const GpuResult gpu = run_on_gpu(host, o);
+    EXPECT_EQ(gpu.plan.precision, Precision::kExact) << gpu.plan.reason;
+    EXPECT_NE(gpu.plan.reason.find("fast asked, run exact"), std::string::npos) << gpu.plan.reason;
+    EXPECT_EQ(gpu.plan.kernel.find("-fast"), std::string::npos) << gpu.plan.kernel;
+    expect_close_to_oracle(host, "fast asked on a device without native e4m3 products", gpu);
   }
-  const GpuResult gpu = run_on_gpu(host, o);
-  EXPECT_EQ(gpu.plan.precision, Precision::kExact) << gpu.plan.reason;
-  EXPECT_NE(gpu.plan.reason.find("fast asked, run exact"), std::string::npos) << gpu.plan.reason;
-  EXPECT_EQ(gpu.plan.kernel.find("-fast"), std::string::npos) << gpu.plan.kernel;
-  expect_close_to_oracle(host, "fast asked on a device without native e4m3 products", gpu);
 }
 
 // A NaN code in tree leaf 3 of [-1, 0, 1, 1]: the leaf's rows NaN. The other rows of its CTA
@@ -98,7 +110,7 @@ TEST(GpuFast, DeviceTableRunsFastOnlyWhereNative) {
 // nonfinite.cuh), and they sit within the exact bound of the clean cache.
 TEST(GpuFast, NanCodeReachesOnlyTheRowsThatSeeIt) {
   TV_SKIP_WITHOUT_GPU();
-  for (int arch : fast_tables().archs) {
+  for (int arch : fast_configs(make_case(e4m3_spec("nan", 16, {4}, {30}, 64)))) {
     HostCase clean = make_case(e4m3_spec("nan", 16, {4}, {30}, 64));
     clean.parents = {-1, 0, 1, 1};
     HostCase bad = clean;

@@ -16,7 +16,8 @@ namespace {
 // The configurations every case runs under: the device's own, sm_80's (3 stages) and sm_120's
 // (the 99 KB pipelines: 16-token tiles for 64 rows, 2 stages for 32), so the code shipped for
 // those executes here too; then the case again with an e4m3 cache, exact under the device's
-// table and fast under sm_120's (fast_check.h). A table this build or device cannot run is
+// table and fast under sm_120's and under the device's own choice where that runs fast (on an
+// H200 the wgmma kernel's e4m3 products; fast_check.h). A table this build or device cannot run is
 // left out and named in `missing`; the tests then end skipped (gpu_check.h, tile_configs).
 
 CaseSpec spec(std::string name, int heads, std::vector<int32_t> trees,
@@ -43,13 +44,14 @@ void run_all_configs(const CaseSpec& s, int chunk_tokens = 0) {
     expect_matches_oracle(fresh, o);
   }
   // The same case with an e4m3 cache: exact mode under the device's table, fast mode under
-  // sm_120's (issue 12: every case in both).
+  // sm_120's and the device's own (issue 12: every case in both).
   const CaseSpec e4m3 = with_e4m3_cache(s, s.name + " e4m3 exact");
   PlanOptions o;
   o.force_chunk_tokens = chunk_tokens;
   SCOPED_TRACE(e4m3.name);
   expect_matches_oracle(e4m3, o);
   run_fast_table(s, chunk_tokens);
+  run_fast_own_choice(s, chunk_tokens);
 }
 
 TEST(GpuVerify, TreeShapesAndSizes) {

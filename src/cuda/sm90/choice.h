@@ -13,19 +13,18 @@ struct WgmmaQuery {
   int forced_config_arch;  // PlanOptions::force_config_arch (0: none)
   int forced_rows;         // PlanOptions::force_rows_per_cta (0: none)
   int64_t max_rows;        // rows (heads x nodes) of the largest request
-  bool fast;               // an e4m3 cache in fast mode (e4m3 products)
 };
 
 // Why the call does not run the wgmma kernel, or nullptr when it does. It exists in sm_90a code
-// only (an sm_90 device), for 16-bit caches and e4m3 ones in exact mode (fp16 products; on an
-// sm_90 device plan() never picks fast mode), and takes requests of more than 32 rows (those
-// the sm_90 table gives 64-row CTAs), unless a tile table or a row count other than 64 is
-// forced: the GPU tests force sm_90's table to keep the portable kernel covered there.
+// only (an sm_90 device), for 16-bit caches and e4m3 ones in either mode (exact: fp16 products;
+// fast: e4m3 wgmma, native on sm_90a, so on an sm_90 device fast mode runs only here), and
+// takes requests of more than 32 rows (those the sm_90 table gives 64-row CTAs), unless a tile
+// table or a row count other than 64 is forced: the GPU tests force sm_90's table to keep the
+// portable kernel covered there.
 constexpr const char* wgmma_blocker(const WgmmaQuery& q) {
   if (q.device_sm != 90 || q.code_arch != 90) return "not an sm_90 device running sm_90 code";
   if (!q.built) return "this build has no sm_90a code (TREEVERIFY_CUDA_ARCHS with 90a)";
   if (q.forced_config_arch > 0) return "a tile table is forced";
-  if (q.fast) return "fast mode's e4m3 products run the portable kernel";
   if (q.forced_rows != 0 && q.forced_rows != 64) return "a row count other than 64 is forced";
   if (q.forced_rows == 0 && q.max_rows <= 32) return "no request has more than 32 rows";
   return nullptr;

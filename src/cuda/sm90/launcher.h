@@ -1,6 +1,6 @@
 // Host entry points of the sm_90a wgmma verify kernel (verify_wgmma.cuh), for bf16 and fp16
-// queries (dtype) on a 16-bit cache or an e4m3 one in exact mode (e4m3); verify_wgmma.cu picks
-// the instance. Launch code never sees the kernel.
+// queries (dtype) on a 16-bit cache or an e4m3 one in exact or fast mode (mode); verify_wgmma.cu
+// picks the instance. Launch code never sees the kernel.
 #pragma once
 
 #include <cuda.h>
@@ -19,12 +19,13 @@ inline constexpr bool kWgmmaBuilt = TREEVERIFY_CUDA_SM90A != 0;
 
 // Raises the dynamic shared-memory limit once per device, then launches the kernel (grid: x row
 // blocks of WgmmaTile::kRows, y chunks, z requests, as the portable kernel's). kv_map: the
-// cache's tensor map (kv_tensor_map.h) for TMA copies of whole tiles, or null (cp.async only).
+// cache's tensor map (kv_tensor_map.h) for TMA copies of whole tiles, or null (cp.async only;
+// fast mode takes no map: cudaErrorInvalidValue).
 cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid,
-                                cudaStream_t stream, DType dtype, bool e4m3,
+                                cudaStream_t stream, DType dtype, mma::KvMode mode,
                                 const CUtensorMap* kv_map);
 
 // How many CTAs of the kernel one SM runs at once on the current device (0 on error).
-int verify_wgmma_ctas_per_sm(DType dtype, bool e4m3);
+int verify_wgmma_ctas_per_sm(DType dtype, mma::KvMode mode);
 
 }  // namespace treeverify::cuda::sm90

@@ -11,6 +11,7 @@
 #include "cuda/common/arch.cuh"
 #include "cuda/common/bulk_copy.cuh"
 #include "cuda/mma/tile_ops.cuh"
+#include "cuda/sm90/fast_operands.cuh"
 #include "cuda/sm90/tile.h"
 #include "cuda/sm90/wgmma.cuh"
 
@@ -93,6 +94,59 @@ __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, floa
       }
     }
     if (u == 0) s_scale[r] = __uint_as_float(static_cast<uint32_t>(127 - s) << 23) * kv_scale;
+  }
+}
+
+// Rewrites the CTA's landed 16-bit Q rows (copy_q) as e4m3 codes in fast mode's layout, with
+// row r's scale times kv_scale in s_scale[r] (the portable kernel's rule, cuda/mma/fp8_ops.cuh
+// quantize_q, and the oracle's, core/fp8_rounding.h: inv = 448 / amax capped at 2^126, code =
+// e4m3(q x inv), scale = 1 / inv; a NaN or infinity leaves NaN codes, so the row ends NaN and is
+// recomputed). Thread t holds unit t % 8 of each block of rows t / 8 and t / 8 + 32 (copy_q's
+// units, so its own cp.async wait is all it needs first); the 8 lanes of a row meet by
+// shuffles. The codes land over other rows' bytes, so every consumer thread meets at a barrier
+// between the reads and the writes. The caller publishes the codes (proxy fence and barrier).
+template <typename T>
+__device__ __forceinline__ void quantize_q_e4m3(uint8_t* s_q, float* s_scale, float kv_scale) {
+  constexpr int kBlocks = kQKDim / 64;
+  const int tid = static_cast<int>(threadIdx.x), u = tid % 8;
+  uint2 codes[2][kBlocks];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = tid / 8 + 32 * i;
+    uint4 v[kBlocks];
+    float amax = 0.f;
+#pragma unroll
+    for (int kb = 0; kb < kBlocks; ++kb) {
+      v[kb] = *reinterpret_cast<const uint4*>(s_q + tile_offset(r, kb, u));
+      for (uint32_t x : {v[kb].x, v[kb].y, v[kb].z, v[kb].w}) {
+        const float2 f = unpack2<T>(x);
+        amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
+      }
+    }
+#pragma unroll
+    for (int off = 1; off < 8; off *= 2)
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    const float inv = amax > 0.f ? fminf(__fdiv_rn(kE4M3Max, amax), kFastQInvCap) : 1.f;
+    auto four = [&](uint32_t a, uint32_t b) {
+      const float2 x = unpack2<T>(a), y = unpack2<T>(b);
+      return static_cast<uint32_t>(pack_e4m3x2(x.x * inv, x.y * inv)) |
+             static_cast<uint32_t>(pack_e4m3x2(y.x * inv, y.y * inv)) << 16;
+    };
+#pragma unroll
+    for (int kb = 0; kb < kBlocks; ++kb)
+      codes[i][kb] = make_uint2(four(v[kb].x, v[kb].y), four(v[kb].z, v[kb].w));
+    if (u == 0) s_scale[r] = __frcp_rn(inv) * kv_scale;
+  }
+  named_barrier_sync<1, Tile::kConsumerThreads>();  // every consumer has read its 16-bit units
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = tid / 8 + 32 * i;
+#pragma unroll
+    for (int kb = 0; kb < kBlocks; ++kb) {
+      const uint32_t c = 64 * kb + 8 * u;
+      *reinterpret_cast<uint2*>(s_q + (kb < 8 ? code_offset(r, c) : tail_offset(r, c))) =
+          codes[i][kb];
+    }
   }
 }
 
@@ -180,13 +234,14 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 // it into two halves that take alternate e4m3 tiles, so that one widens while the other's
 // copies fly, was slower: V1 0.222 ms against 0.198, H200 2026-12-01; the widening's
 // shared-memory traffic is what limits it.)
-template <bool kE4M3, bool kTma>
+template <bool kE4M3, bool kFast, bool kTma>
 __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
                                         uint32_t s_base, const CUtensorMap* kv_map) {
   constexpr int kProducers = Tile::kThreads - Tile::kConsumerThreads;
   constexpr int kRowStep = kProducers / 8;                // 16
   constexpr int kRowsEach = Tile::kTokens / kRowStep;     // 4
   constexpr int kRowBytes = kE4M3 ? kQKDim : kQKDim * 2;  // a KV row in the cache
+  static_assert(!kFast || (kE4M3 && !kTma), "fast mode: an e4m3 cache, copies by cp.async");
   const int pt = static_cast<int>(threadIdx.x) - Tile::kConsumerThreads;
   const int u = pt % 8, r0 = pt / 8;
   auto page_ids = [&](int tile, int32_t(&ids)[kRowsEach]) {
@@ -253,7 +308,17 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
           src += kv_row * kRowBytes;
           bytes = 16;
         }
-        if constexpr (kE4M3) {
+        if constexpr (kFast) {
+          // Codes 128 j + 16 u .. + 15 of the row where wgmma reads them (code_offset).
+#pragma unroll
+          for (int j = 0; j < (kQKDim + 127) / 128; ++j) {
+            const uint32_t c = 128 * j + 16 * u;
+            if (j < 4)
+              cp_async_16(stage + code_offset(r, c), src + 128 * j, bytes);
+            else if (u < 4)
+              cp_async_16(stage + tail_offset(r, c), src + 128 * j, bytes);
+          }
+        } else if constexpr (kE4M3) {
           // Codes 128 j + 16 u .. + 15 of the row to unit u of its 128 bytes in block 2 j.
 #pragma unroll
           for (int j = 0; j < (kQKDim + 127) / 128; ++j)
@@ -268,7 +333,13 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
       }
       if constexpr (kE4M3) cp_async_mbar_arrive(landed);  // when this thread's codes land
     }
-    if constexpr (kE4M3) {
+    if constexpr (kFast) {
+      // Every copy of the tile has landed: V^T for P V, a quarter a producer warp.
+      mbar_wait(landed, (tile / Tile::kStages) & 1);
+      transpose_v(stage, pt / 32);
+      fence_proxy_async();  // V^T, and the codes this thread copied, for wgmma's reads
+      mbar_arrive(full);
+    } else if constexpr (kE4M3) {
       // Every copy of the tile has landed (the consumers' half of the rows too, which the
       // warpgroup that scores the tile widens: widen_own_half in verify_wgmma.cuh).
       mbar_wait(landed, (tile / Tile::kStages) & 1);

@@ -33,6 +33,25 @@ struct WgmmaTile {
   static constexpr int kBlockBytes = kTokens * 128;  // 64 rows of a 64-value block: 8192
   static constexpr int kStageBytes = kQKDim / 64 * kBlockBytes;
   static_assert(kRows == kTokens, "Q and a KV tile share the layout");
+  // Fast mode (an e4m3 cache, e4m3 products; fast_operands.cuh): wgmma takes 8-bit operands
+  // K-major only, so a stage holds the tile's codes for the scores and V transposed for P V,
+  // and Q's codes sit at kQOffset in the same layout as K's.
+  struct Fast {
+    // Codes 0-511 of a row: blocks 0-3 of 128 codes in the 128-byte swizzle (row r's 128
+    // bytes at 128 r of the block); codes 512-575: one block of 64 in the 64-byte swizzle
+    // (row r's 64 bytes at kTailOffset + 64 r).
+    static constexpr int kTailCode = 512;
+    static constexpr int kTailOffset = 4 * kBlockBytes;
+    static constexpr int kCodeBytes = kTailOffset + kTokens * 64;
+    // V^T, a warpgroup's 256 columns each: column n's 64 tokens (P's k order) as 4 core
+    // matrices of 16 k positions, 128 bytes apart; 8-column groups kVtGroupPitch apart (16
+    // bytes more than their 512, for transpose_v's conflict-free stores).
+    static constexpr int kVtOffset = kCodeBytes;
+    static constexpr int kVtGroupPitch = 8 * kTokens + 16;
+    static constexpr int kVtBytes = 256 / 8 * kVtGroupPitch;
+    static_assert(kVtOffset + 2 * kVtBytes <= kStageBytes, "codes and V^T fit a stage");
+    static_assert(kTailOffset % 512 == 0, "the 64-byte swizzle's 512-byte atoms");
+  };
   // P (16-bit, rows x tokens) of the last scored tile, for the other warpgroup's P V, without
   // swizzle: 8-row groups of kTokens values, the 8 rows interleaved 16 bytes at a time (one
   // 128-byte core matrix: 8 values of each of 8 rows).

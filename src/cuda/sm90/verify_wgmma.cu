@@ -1,6 +1,6 @@
-// The wgmma verify kernel's launches (launcher.h): its eight instances (bf16 or fp16 queries; a
-// 16-bit cache or an e4m3 one in exact mode; tiles copied by cp.async or by TMA), chosen here
-// once for every caller.
+// The wgmma verify kernel's launches (launcher.h): its ten instances (bf16 or fp16 queries; a
+// 16-bit cache or an e4m3 one in exact mode, tiles copied by cp.async or by TMA; an e4m3 cache in
+// fast mode, by cp.async), chosen here once for every caller.
 #include <type_traits>
 
 #include "cuda/common/smem_limit.cuh"
@@ -11,20 +11,23 @@ namespace treeverify::cuda::sm90 {
 namespace {
 
 // The instance as a compile-time value (raise_smem_limit keeps its state per kernel).
-template <typename T, bool kE4M3, bool kTma>
-using Kernel = std::integral_constant<decltype(&verify_wgmma_kernel<T, kE4M3, kTma>),
-                                      &verify_wgmma_kernel<T, kE4M3, kTma>>;
+template <typename T, bool kE4M3, bool kFast, bool kTma>
+using Kernel = std::integral_constant<decltype(&verify_wgmma_kernel<T, kE4M3, kFast, kTma>),
+                                      &verify_wgmma_kernel<T, kE4M3, kFast, kTma>>;
 
-// f(Kernel) for the instance of `dtype`, `e4m3` and `tma`.
+// f(Kernel) for the instance of `dtype`, `mode` and `tma` (fast mode has no TMA instance:
+// launch_verify_wgmma refuses the pair).
 template <typename T, typename F>
-auto with_kernel_of(bool e4m3, bool tma, F f) {
-  if (e4m3) return tma ? f(Kernel<T, true, true>{}) : f(Kernel<T, true, false>{});
-  return tma ? f(Kernel<T, false, true>{}) : f(Kernel<T, false, false>{});
+auto with_kernel_of(mma::KvMode mode, bool tma, F f) {
+  if (mode == mma::KvMode::kE4M3Fast) return f(Kernel<T, true, true, false>{});
+  if (mode == mma::KvMode::kE4M3)
+    return tma ? f(Kernel<T, true, false, true>{}) : f(Kernel<T, true, false, false>{});
+  return tma ? f(Kernel<T, false, false, true>{}) : f(Kernel<T, false, false, false>{});
 }
 template <typename F>
-auto with_kernel(DType dtype, bool e4m3, bool tma, F f) {
-  return dtype == DType::kBF16 ? with_kernel_of<__nv_bfloat16>(e4m3, tma, f)
-                               : with_kernel_of<__half>(e4m3, tma, f);
+auto with_kernel(DType dtype, mma::KvMode mode, bool tma, F f) {
+  return dtype == DType::kBF16 ? with_kernel_of<__nv_bfloat16>(mode, tma, f)
+                               : with_kernel_of<__half>(mode, tma, f);
 }
 
 template <typename K>
@@ -35,20 +38,21 @@ cudaError_t raise_smem_limit(K) {
 }  // namespace
 
 cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid,
-                                cudaStream_t stream, DType dtype, bool e4m3,
+                                cudaStream_t stream, DType dtype, mma::KvMode mode,
                                 const CUtensorMap* kv_map) {
   const bool tma = kv_map != nullptr;
+  if (tma && mode == mma::KvMode::kE4M3Fast) return cudaErrorInvalidValue;
   const CUtensorMap map = tma ? *kv_map : CUtensorMap{};
-  return with_kernel(dtype, e4m3, tma, [&](auto kernel) {
+  return with_kernel(dtype, mode, tma, [&](auto kernel) {
     if (cudaError_t err = raise_smem_limit(kernel); err != cudaSuccess) return err;
     kernel.value<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params, map);
     return cudaGetLastError();
   });
 }
 
-int verify_wgmma_ctas_per_sm(DType dtype, bool e4m3) {
+int verify_wgmma_ctas_per_sm(DType dtype, mma::KvMode mode) {
   // The TMA instances have the same shared memory and block size.
-  return with_kernel(dtype, e4m3, /*tma=*/false, [&](auto kernel) {
+  return with_kernel(dtype, mode, /*tma=*/false, [&](auto kernel) {
     int blocks = 0;
     if (raise_smem_limit(kernel) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel.value, Tile::kThreads,

@@ -26,6 +26,11 @@
 // warpgroup that scores a tile each widen half of its codes in shared memory (operands.cuh), Q
 // is rescaled a row by a power of two into fp16, the scores take that factor times kv_scale
 // and O takes kv_scale: the portable kernel's exact mode (cuda/mma/fp8_ops.cuh), on wgmma.
+// In fast mode (kFast: Q and P in e4m3, the portable kernel's fast-mode contract) the products
+// are e4m3 wgmma, which takes 8-bit operands K-major only: Q is rounded to codes a row with a
+// scale (quantize_q_e4m3), K's codes are used as they land, the producer transposes each
+// tile's V into V^T, and P's codes (p x 448) go from the score accumulators to P V in place:
+// fast_operands.cuh has the layouts and the k order that makes that possible.
 // Figures and limits: DESIGN_NOTES.md beside this file.
 #pragma once
 
@@ -76,13 +81,12 @@ __device__ __forceinline__ float rescale(Rows& rows, int h, float m_new, float* 
   return alpha;
 }
 
-// The scores of the 64-token tile from `first` to probabilities: mask, new running max (alpha,
-// the rescale of O, returned for each row), row sums into rows.l, and P packed in 16-bit pairs
-// in the accumulator layout (pa[j] = accumulators 2 j, 2 j + 1); M is the products' type.
-template <typename M>
+// The scores of the 64-token tile from `first` to probabilities in place: mask, new running
+// max (alpha, the rescale of O, returned for each row) and row sums (of the unrounded
+// probabilities) into rows.l.
 __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
                                              float (&s)[32], int first, Rows& rows,
-                                             float (&alpha)[2], uint32_t (&pa)[16]) {
+                                             float (&alpha)[2]) {
   const int col0 = 2 * (static_cast<int>(threadIdx.x) % 4);
   float tile_max[2] = {mma::kNegInf, mma::kNegInf};
   if (rows.valid[0] && rows.valid[1] && first + Tile::kTokens <= min(w.prefix, w.tok_end)) {
@@ -124,6 +128,12 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
     sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
     rows.l[h] = rows.l[h] * alpha[h] + sum[h];
   }
+}
+
+// P in the products' type M (16-bit), packed in pairs in the accumulator layout (pa[j] =
+// accumulators 2 j, 2 j + 1: the A fragment of k step j / 4).
+template <typename M>
+__device__ __forceinline__ void pack_p(const float (&s)[32], uint32_t (&pa)[16]) {
 #pragma unroll
   for (int j = 0; j < 16; ++j) pa[j] = pack2<M>(s[2 * j], s[2 * j + 1]);
 }
@@ -150,9 +160,10 @@ __device__ __forceinline__ bool nonfinite2(uint32_t v) {
   return __vcmpeq2(v & kExp, kExp) != 0u;
 }
 
-// Writes O v_scale / l (v_scale: kv_scale on an e4m3 cache, whose codes the products used, else
-// 1) as the output (one-chunk requests), or O / l as a partial in T and its lse (log2) for the
-// combine, which applies v_scale (an e4m3 partial in the codes' units: combine.cuh); a
+// Writes O v_scale / l (v_scale: kv_scale on an e4m3 cache, whose codes the products used, over
+// 448 in fast mode, whose P was p x 448; else 1) as the output (one-chunk requests), or O
+// part_scale / l (1, or 1 / 448 in fast mode) as a partial in T and its lse (log2) for the
+// combine, which applies kv_scale (an e4m3 partial in the codes' units: combine.cuh); a
 // row with a non-finite value in O or l is marked NaN in s_lse for the recomputation (the portable
 // epilogue's contract, cuda/mma/tile_ops.cuh).
 // The rows go through shared memory (s_out, a free stage) so that the code each CTA runs once is
@@ -164,8 +175,8 @@ __device__ __forceinline__ bool nonfinite2(uint32_t v) {
 template <typename T>
 __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
                                          const Rows& rows, const float (&o)[128], int wg,
-                                         float v_scale, float* s_sum, float* s_lse, float* s_inv_l,
-                                         uint8_t* s_out) {
+                                         float v_scale, float part_scale, float* s_sum,
+                                         float* s_lse, float* s_inv_l, uint8_t* s_out) {
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   if (lane % 4 == 0)
     for (int h = 0; h < 2; ++h) s_sum[wg * Tile::kRows + rows.r[h]] = rows.l[h];
@@ -175,7 +186,7 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
       const int r = rows.r[h];
       const float l = s_sum[r] + s_sum[Tile::kRows + r];
       // A partial stays in the codes' units (combine.cuh); the combine applies kv_scale.
-      s_inv_l[r] = l == 0.f ? 0.f : (w.final_out ? v_scale : 1.f) / l;
+      s_inv_l[r] = l == 0.f ? 0.f : (w.final_out ? v_scale : part_scale) / l;
       s_lse[r] = l == 0.f ? mma::kNegInf : rows.m[h] + __log2f(l);
     }
   }
@@ -239,7 +250,16 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
 // g a run-time value the kernel's code is a third smaller, and the code each CTA fetches cold
 // half as large (H200, 2026-12-03: V1 3.4%, S2 6% faster; DESIGN_NOTES.md). The e4m3 kernels
 // call it with g constant (a copy a warpgroup): one shared copy spilled 52-64 bytes there.
-template <typename M, bool kE4M3>
+// kFast (an e4m3 cache in fast mode): Q's and K's codes (fast_operands.cuh) give the scores in
+// 18 wgmma m64n64k32 e4m3, P's codes (p x 448) and the producer's V^T give P V in 2 m64n256k32.
+// Fast mode's score chains, in k32 steps: Hopper's FP8 tensor cores add with about 14 bits
+// kept (the DeepSeek-V3 report, section 3.3.2), so the deeper a chain the larger the scores'
+// error; each chain ends in a wait, so the shorter the slower. H200, 2026-12-03, V2 against
+// the oracle with the kernel's rounding (lse, nats) and V2's time: one chain of 18, 8.8e-3;
+// chains of 4, 1.9e-3 and 0.400 ms; of 2, 1.3e-3 and 0.445 ms; of 1, 6.3e-4 and 0.540 ms
+// (cuda/sm90/DESIGN_NOTES.md, "Fast mode").
+inline constexpr int kFastChain = 4;
+template <typename M, bool kE4M3, bool kFast = false>
 __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
                                         uint8_t* smem, Rows& rows, float (&o)[128], int g) {
   const uint32_t s_base = smem_addr(smem);
@@ -284,7 +304,48 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // mma.sync chains are 9 steps, 144 deep) and two of 18 up to 9.1e-6 (fp16). Two accumulators
   // (a third, beside O, spills): steps 0-23 alternate between them and are summed, then steps
   // 24-35 run into the second again: chains of 12, summed in fp32, at the cost of one wait.
+  // Fast mode: 18 k32 steps of codes (Q's and K's blocks 0-3, then their tail block) in
+  // chains of kFastChain steps, each summed into sv in fp32 after its wait.
+  auto scores_fast = [&](int t, float(&sv)[32]) {
+    wait_tile(t);
+    uint64_t qd = codes_desc(s_base + Tile::kQOffset), kd = codes_desc(stage(t));
+    float sc[32];
+    constexpr int kSteps = kQKDim / 32;
+#pragma unroll
+    for (int c0 = 0; c0 < kSteps; c0 += kFastChain) {
+      fence_accumulators(sv);
+      fence_accumulators(sc);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = c0; ks < c0 + kFastChain && ks < kSteps; ++ks) {
+        if (ks == Fast::kTailCode / 32) {
+          qd = tail_desc(s_base + Tile::kQOffset);
+          kd = tail_desc(stage(t));
+        }
+        if (c0 == 0)
+          wgmma_m64n64k32_e4m3(sv, qd, kd, ks > c0);
+        else
+          wgmma_m64n64k32_e4m3(sc, qd, kd, ks > c0);
+        const uint32_t next = ks % 4 == 3 ? Tile::kBlockBytes - 96 : 32;
+        qd = plus(qd, next);
+        kd = plus(kd, next);
+        asm volatile("" : "+l"(qd), "+l"(kd));
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_accumulators(sv);
+      fence_accumulators(sc);
+      if (c0 > 0) {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) sv[i] += sc[i];
+      }
+    }
+  };
   auto scores = [&](int t, float(&sv)[32]) {
+    if constexpr (kFast) {
+      scores_fast(t, sv);
+      return;
+    }
     constexpr int kSteps = kQKDim / 16, kSplit = 24;
     if constexpr (kE4M3) widen_own_half(t);
     wait_tile(t);
@@ -345,26 +406,50 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     }
     scale_o(alpha);
     wgmma_fence();
+    if constexpr (kFast) {
 #pragma unroll
-    for (int ks = 0; ks < Tile::kTokens / 16; ++ks)
-      wgmma_m64n256k16<M, 1>(o, plus(p_desc, ks * 256), plus(v_desc(t), 16 * ks * 128), true);
+      for (int ks = 0; ks < Tile::kTokens / 32; ++ks)
+        wgmma_m64n256k32_e4m3(o, plus(p8_desc(s_base + Tile::kPOffset), ks * 256),
+                              plus(vt_desc(stage(t), g), ks * 256), true);
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < Tile::kTokens / 16; ++ks)
+        wgmma_m64n256k16<M, 1>(o, plus(p_desc, ks * 256), plus(v_desc(t), 16 * ks * 128), true);
+    }
     wgmma_commit();
   };
   // P of this warpgroup's tile t (softmax_tile's pa) and the rows' max to the other warpgroup
   // (mbarrier p_mine), then O = alpha O + P V with P from registers, left running. P's buffer
   // must be free: its last reader is this warpgroup's P V of the other's tile before.
-  auto pv_mine = [&](const uint32_t(&pa)[16], const float(&alpha)[2], int t) {
-    publish_p(rows, pa, s_p, s_max);
+  constexpr int kPRegs = kFast ? 8 : 16;  // P of a tile in registers: e4m3 codes or 16-bit pairs
+  auto pv_mine = [&](const uint32_t(&pa)[kPRegs], const float(&alpha)[2], int t) {
+    if constexpr (kFast) {
+      store_p8(rows.r, pa, s_p);
+      if (lane % 4 == 0)
+        for (int h = 0; h < 2; ++h) s_max[rows.r[h]] = rows.m[h];
+    } else {
+      publish_p(rows, pa, s_p, s_max);
+    }
     fence_proxy_async();
     mbar_arrive(p_mine);  // releases this thread's stores
     scale_o(alpha);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < Tile::kTokens / 16; ++ks) {
+    for (int ks = 0; ks < kPRegs / 4; ++ks) {
       const uint32_t a[4] = {pa[4 * ks], pa[4 * ks + 1], pa[4 * ks + 2], pa[4 * ks + 3]};
-      wgmma_m64n256k16_rs<M, 1>(o, a, plus(v_desc(t), 16 * ks * 128), true);
+      if constexpr (kFast)
+        wgmma_m64n256k32_e4m3_rs(o, a, plus(vt_desc(stage(t), g), ks * 256), true);
+      else
+        wgmma_m64n256k16_rs<M, 1>(o, a, plus(v_desc(t), 16 * ks * 128), true);
     }
     wgmma_commit();
+  };
+  // The probabilities of a scored tile as P's registers.
+  auto to_p = [&](const float(&sv)[32], uint32_t(&pa)[kPRegs]) {
+    if constexpr (kFast)
+      pack_p8(sv, pa);
+    else
+      pack_p<M>(sv, pa);
   };
   // The P V of tile t done, and the tile released by this warp.
   auto finish = [&](int t) {
@@ -377,13 +462,14 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // Everything is waited for at the end of each tile pair: ptxas serializes every wgmma
   // (C7514) when one stays in flight across a join of the control flow (a loop's back edge,
   // an if), where it moves accumulator registers.
-  uint32_t pa[16];
+  uint32_t pa[kPRegs];
   float sv[32], alpha[2];
   int own = g;
   if (g == 0) {  // tile 0 comes first
     if (n_tiles > 0) {
       scores(0, sv);
-      softmax_tile<M>(p, w, sv, first(0), rows, alpha, pa);
+      softmax_tile(p, w, sv, first(0), rows, alpha);
+      to_p(sv, pa);
       pv_mine(pa, alpha, 0);
       finish(0);
     }
@@ -397,7 +483,8 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     scores(own, sv);  // its waits cover the P V of own - 1
     fence_accumulators(o);
     release(own - 1);  // the P V of own - 1 done: also frees P's buffer
-    softmax_tile<M>(p, w, sv, first(own), rows, alpha, pa);
+    softmax_tile(p, w, sv, first(own), rows, alpha);
+    to_p(sv, pa);
     pv_mine(pa, alpha, own);
     finish(own);
   }
@@ -407,10 +494,13 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   }
 }
 
-// T: the query's and output's type; kE4M3: an e4m3 cache in exact mode (fp16 products); kTma:
-// whole tiles inside one page copied by TMA through kv_map (operands.cuh, produce).
-template <typename T, bool kE4M3, bool kTma>
+// T: the query's and output's type; kE4M3: an e4m3 cache, in exact mode (fp16 products) or, with
+// kFast, in fast mode (e4m3 products); kTma: whole tiles inside one page copied by TMA through
+// kv_map (operands.cuh, produce; not in fast mode).
+template <typename T, bool kE4M3, bool kFast, bool kTma>
 __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CUtensorMap& kv_map) {
+  static_assert(!kFast || kE4M3);
+  constexpr bool kWiden = kE4M3 && !kFast;  // exact mode: codes widened to fp16 in the stages
   using M = std::conditional_t<kE4M3, __half, T>;
   CtaWork w;
   if (!mma::cta_work<Tile>(p, &w)) return;
@@ -429,7 +519,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
     constexpr int kProducers = Tile::kThreads - Tile::kConsumerThreads;
     for (int s = 0; s < Tile::kStages; ++s) {
       mbar_init(s_base + Tile::kFullOffset + 8 * s,
-                kProducers + (kE4M3 ? Tile::kConsumerThreads / Tile::kWarpgroups : 0));
+                kProducers + (kWiden ? Tile::kConsumerThreads / Tile::kWarpgroups : 0));
       mbar_init(s_base + Tile::kEmptyOffset + 8 * s, Tile::kConsumerThreads / 32);
     }
     for (int g = 0; g < Tile::kWarpgroups; ++g)
@@ -442,7 +532,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   __syncthreads();  // the mbarriers; the last barrier the producer warpgroup joins
   if (warp >= Tile::kProducerWarp) {
     setmaxnreg_dec<Tile::kProducerRegisters>();
-    produce<kE4M3, kTma>(p, w, n_tiles, s_base, &kv_map);
+    produce<kE4M3, kFast, kTma>(p, w, n_tiles, s_base, &kv_map);
     return;
   }
   setmaxnreg_inc<Tile::kConsumerRegisters>();
@@ -465,25 +555,30 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   for (int i = 0; i < 128; ++i) o[i] = 0.f;
   const int wg = warp / 4;
   cp_async_wait<0>();
-  // Q to fp16 and each row's factor (in s_lse, free until the epilogue), each thread on the Q
-  // units it copied; K and V are the cache's codes widened, so the scores take kv_scale and so
-  // does O.
-  if constexpr (kE4M3) prepare_q_f16<T>(smem + Tile::kQOffset, s_lse, v_scale);
+  // Q to fp16 (exact mode) or to e4m3 codes (fast mode) and each row's factor (in s_lse, free
+  // until the epilogue), each thread on the Q units it copied; K and V are the cache's codes
+  // (widened in exact mode), so the scores take kv_scale and so does O.
+  if constexpr (kFast)
+    quantize_q_e4m3<T>(smem + Tile::kQOffset, s_lse, v_scale);
+  else if constexpr (kE4M3)
+    prepare_q_f16<T>(smem + Tile::kQOffset, s_lse, v_scale);
   fence_proxy_async();
   consumer_sync();  // Q (and its row factors), for every consumer and for wgmma's reads
   for (int h = 0; h < 2; ++h) rows.scale_log2[h] = p.scale_log2 * (kE4M3 ? s_lse[rows.r[h]] : 1.f);
 
-  if constexpr (kE4M3) {  // a copy a warpgroup (one shared copy spilled 52-64 bytes)
+  if constexpr (kWiden) {  // a copy a warpgroup (one shared copy spilled 52-64 bytes)
     if (wg == 0)
       consume<M, kE4M3>(p, w, n_tiles, smem, rows, o, 0);
     else
       consume<M, kE4M3>(p, w, n_tiles, smem, rows, o, 1);
   } else {
-    consume<M, kE4M3>(p, w, n_tiles, smem, rows, o, wg);
+    consume<M, kE4M3, kFast>(p, w, n_tiles, smem, rows, o, wg);
   }
   // Every tile has landed and been read (each was waited for), so the stages are free: stage 0
   // for the rows' way out, then for the recomputed rows' O.
-  epilogue<T>(p, w, rows, o, wg, v_scale, s_sum, s_lse, s_inv_l, smem);
+  // Fast mode's P was p x 448.
+  constexpr float kPartScale = kFast ? 1.f / kE4M3Max : 1.f;
+  epilogue<T>(p, w, rows, o, wg, v_scale * kPartScale, kPartScale, s_sum, s_lse, s_inv_l, smem);
   consumer_sync();  // the epilogue's stores and its NaN rows in s_lse
   mma::recompute_nan_rows<T, Tile, kE4M3>(p, smem, s_lse);
 }
@@ -491,7 +586,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
 // Compiled into sm_90a code only; elsewhere a trap (dispatch never launches it there).
 // A template argument, not a run-time flag, so that the cp.async instances keep the code they had
 // without TMA (with a run-time flag V1, page 1, measured 1-2% slower: H200, 2026-12-01).
-template <typename T, bool kE4M3, bool kTma>
+template <typename T, bool kE4M3, bool kFast, bool kTma>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     verify_wgmma_kernel(const __grid_constant__ VerifyKernelParams p,
                         const __grid_constant__ CUtensorMap kv_map) {
@@ -499,7 +594,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
   // Lets the combine kernel, launched as a programmatic dependent, be scheduled as SMs free up;
   // it waits for this whole grid (griddepcontrol.wait) before reading any partial.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  verify_cta<T, kE4M3, kTma>(p, kv_map);
+  verify_cta<T, kE4M3, kFast, kTma>(p, kv_map);
 #elif TV_DEVICE_PASS
   // A constant message: printf with arguments would need a stack frame.
   printf(

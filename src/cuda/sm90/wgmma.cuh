@@ -26,8 +26,9 @@
 namespace treeverify::cuda::sm90 {
 
 // A shared-memory matrix descriptor: start address, leading and stride byte offsets, each in
-// 16-byte units in 14 bits, and the layout (bits 62-63: 0 no swizzle, 1 128-byte swizzle).
-enum class Swizzle : uint64_t { kNone = 0, k128B = 1 };
+// 16-byte units in 14 bits, and the layout (bits 62-63: 0 no swizzle, 1 128-byte swizzle, 2 64-byte
+// swizzle).
+enum class Swizzle : uint64_t { kNone = 0, k128B = 1, k64B = 2 };
 template <Swizzle kSwizzle = Swizzle::kNone>
 __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lead_bytes,
                                               uint32_t stride_bytes) {
@@ -205,8 +206,56 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[128], const uint3
 #endif
 }
 
+// e4m3 x e4m3 (fast mode), fp32 D: both operands K-major (wgmma takes no transpose for 8-bit
+// types), 32 values of K a step. A from shared memory (SS) or from registers (RS: a thread's 4
+// registers of 4 codes, rows lo = 16 (warp % 4) + lane / 4 and hi = lo + 8: register 0 holds
+// row lo, k 4 (lane % 4) .. + 3, register 1 row hi at the same k, registers 2 and 3 the same
+// 16 values of k further).
+#define TV_WGMMA8_SS(shape, regs, outs, next_a, next_b, next_p)                            \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" next_p                                 \
+               ", 0;\n"                                                                    \
+               "wgmma.mma_async.sync.aligned." shape ".f32.e4m3.e4m3 {" regs "}, %" next_a \
+               ", %" next_b ", p, 1, 1;\n}\n"                                              \
+               : outs                                                                      \
+               : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)))
+#define TV_WGMMA8_RS(shape, regs, outs, a0, a1, a2, a3, next_b, next_p)                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" next_p                                       \
+               ", 0;\n"                                                                          \
+               "wgmma.mma_async.sync.aligned." shape ".f32.e4m3.e4m3 {" regs "}, {%" a0 ", %" a1 \
+               ", %" a2 ", %" a3 "}, %" next_b ", p, 1, 1;\n}\n"                                 \
+               : outs                                                                            \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),                        \
+                 "r"(static_cast<int>(accumulate)))
+
+// D (m64n64, fp32) {=, +=} A (m64k32 e4m3, shared memory) x B (k32n64 e4m3, shared memory).
+__device__ __forceinline__ void wgmma_m64n64k32_e4m3(float (&d)[32], uint64_t desc_a,
+                                                     uint64_t desc_b, bool accumulate) {
+#if TV_HAS_WGMMA
+  TV_WGMMA8_SS("m64n64k32", TV_WGMMA_D32_REGS, TV_WGMMA_D32_OUTS, "32", "33", "34");
+#endif
+}
+
+// D (m64n256, fp32) {=, +=} A (m64k32 e4m3, shared memory) x B (k32n256 e4m3, shared memory).
+__device__ __forceinline__ void wgmma_m64n256k32_e4m3(float (&d)[128], uint64_t desc_a,
+                                                      uint64_t desc_b, bool accumulate) {
+#if TV_HAS_WGMMA
+  TV_WGMMA8_SS("m64n256k32", TV_WGMMA_D128_REGS, TV_WGMMA_D128_OUTS, "128", "129", "130");
+#endif
+}
+
+// D (m64n256, fp32) {=, +=} A (m64k32 e4m3, registers) x B (k32n256 e4m3, shared memory).
+__device__ __forceinline__ void wgmma_m64n256k32_e4m3_rs(float (&d)[128], const uint32_t (&a)[4],
+                                                         uint64_t desc_b, bool accumulate) {
+#if TV_HAS_WGMMA
+  TV_WGMMA8_RS("m64n256k32", TV_WGMMA_D128_REGS, TV_WGMMA_D128_OUTS, "128", "129", "130", "131",
+               "132", "133");
+#endif
+}
+
 #undef TV_WGMMA_SS
 #undef TV_WGMMA_RS
+#undef TV_WGMMA8_SS
+#undef TV_WGMMA8_RS
 #undef TV_WGMMA_D32_REGS
 #undef TV_WGMMA_D32_OUTS
 #undef TV_WGMMA_D128_REGS
