@@ -248,10 +248,10 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
 // before any join of the control flow (ptxas serializes them all, C7514/C7520, when one stays in
 // flight across a branch or a back edge), so both warpgroups can run one copy of the loop: with
 // g a run-time value the kernel's code is a third smaller, and the code each CTA fetches cold
-// half as large (H200, 2026-12-03: V1 3.4%, S2 6% faster; DESIGN_NOTES.md). The e4m3 kernels
-// call it with g constant (a copy a warpgroup): one shared copy spilled 52-64 bytes there.
-// kFast (an e4m3 cache in fast mode): Q's and K's codes (fast_operands.cuh) give the scores in
-// 18 wgmma m64n64k32 e4m3, P's codes (p x 448) and the producer's V^T give P V in 2 m64n256k32.
+// half as large (H200, 2026-12-03: V1 3.4%, S2 6% faster; DESIGN_NOTES.md). The exact-mode
+// e4m3 kernels call it with g constant (a copy a warpgroup): one shared copy spilled 52-64 bytes
+// there. kFast (an e4m3 cache in fast mode): Q's and K's codes (fast_operands.cuh) give the scores
+// in 18 wgmma m64n64k32 e4m3, P's codes (p x 448) and the producer's V^T give P V in 2 m64n256k32.
 // Fast mode's score chains, in k32 steps: Hopper's FP8 tensor cores add with about 14 bits
 // kept (the DeepSeek-V3 report, section 3.3.2), so the deeper a chain the larger the scores'
 // error; each chain ends in a wait, so the shorter the slower. H200, 2026-12-03, V2 against
