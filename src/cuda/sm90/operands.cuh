@@ -1,7 +1,8 @@
 // The wgmma verify kernel's operands in shared memory (verify_wgmma.cuh): where a row's values
 // lie in a Q or KV tile (wgmma's 128-byte swizzle, tile.h), Q staged by the consumer threads
-// (and, on an e4m3 cache, rescaled into fp16), and the KV tiles copied by the producer
-// warpgroup (and e4m3 codes widened into fp16 where they landed).
+// (and, on an e4m3 cache, rescaled into fp16 or, in fast mode, rounded to e4m3 codes), and the
+// KV tiles copied by the producer warpgroup (and e4m3 codes widened into fp16 where they
+// landed or, in fast mode, V transposed: fast_operands.cuh).
 #pragma once
 
 #include <cuda.h>
@@ -221,6 +222,9 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 //   (cp.async.mbarrier.arrive); each thread waits there, widens its rows of the producer's
 //   half and arrives on the full barrier, as the scoring warpgroup's threads do for the
 //   other half.
+// - kFast (e4m3, fast mode): the codes land where wgmma reads them (code_offset, tail_offset)
+//   by cp.async, arriving on the "codes landed" mbarrier; each thread waits there, its warp
+//   transposes a quarter of V into V^T (transpose_v) and it arrives on the full barrier.
 // - kTma (pages of 64 rows or more; `kv_map` from kv_tensor_map.h): a whole tile within one
 //   page goes by TMA instead. 16-bit: producer thread 0 announces the tile's 73728 bytes on
 //   the full barrier and issues the 9 tensor copies of its 64-value blocks (each lands in the
