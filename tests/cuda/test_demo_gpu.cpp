@@ -37,7 +37,8 @@ TEST(DemoGpu, MatchesGreedy) {
 
 // An e4m3 cache (issue 12 item 4): 576-byte device rows, kv_scale a device float per layer,
 // commit_kv_paged_cuda with kv_format e4m3. Precision fast runs the FP8 kernels on sm_89 and
-// sm_120 and exact elsewhere (the backend line says which). Quantizing turns a one-ulp bf16
+// sm_120, and on sm_90a for requests of more than 32 rows (wgmma), and exact elsewhere (the
+// backend line says which). Quantizing turns a one-ulp bf16
 // difference between the paths into a whole e4m3 step now and then (cpu-fast's logit
 // differences grow from 7e-3 to 2e-2 on seed 1), and the fast kernels round P against running
 // maxima that depend on the tiling, so a mismatch is allowed where greedy's margin is within a
