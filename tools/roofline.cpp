@@ -26,6 +26,15 @@ RooflinePoint roofline(double bytes, double flops, double seconds, const Ceiling
   return p;
 }
 
+Ceilings ceilings_for_fast(const Ceilings& c) {
+  Ceilings f = c;
+  if (c.mma8_flops > 0) {
+    f.mma_flops = c.mma8_flops;
+    f.mma_how = c.mma8_how;
+  }
+  return f;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

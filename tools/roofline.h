@@ -8,11 +8,19 @@
 namespace treeverify::cli {
 
 struct Ceilings {
-  double bandwidth = 0;       // bytes/s, a large copy: bytes read + bytes written over time
-  double mma_flops = 0;       // flop/s, a large matrix product
+  double bandwidth = 0;  // bytes/s, a large copy: bytes read + bytes written over time
+  double mma_flops = 0;  // flop/s, a large matrix product
+  // flop/s of a large product of e4m3 operands (fast mode's ceiling: its Q.K and P.V are e4m3
+  // products); 0 where the device has none or it was not measured.
+  double mma8_flops = 0;
   std::string bandwidth_how;  // what was measured, for the output
   std::string mma_how;
+  std::string mma8_how;
 };
+
+// The ceilings a plan of `precision` fast is held to: fast mode's products against the e4m3
+// ceiling where one was measured (else the 16-bit one, whose mma_how says what it is).
+Ceilings ceilings_for_fast(const Ceilings& c);
 
 struct RooflinePoint {
   double seconds = 0;          // the measured time of the call
@@ -32,7 +40,8 @@ RooflinePoint roofline(double bytes, double flops, double seconds, const Ceiling
 Ceilings measure_cpu_ceilings(int num_threads, size_t copy_bytes = size_t{256} << 20,
                               int gemm_n = 2048);
 
-// GPU ceilings (docs/BENCH.md): a device-to-device copy and a bf16 GEMM through cuBLAS.
+// GPU ceilings (docs/BENCH.md): a device-to-device copy and a bf16 GEMM through cuBLAS, and on
+// devices with e4m3 products (sm_89 and later) an e4m3 GEMM through cuBLASLt.
 // kUnsupported in a build without CUDA.
 Status measure_cuda_ceilings(int device, Ceilings* ceilings);
 

@@ -4,6 +4,7 @@
 
 #ifdef TREEVERIFY_WITH_CUDA
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -252,6 +253,69 @@ class DeviceRunner final : public Runner {
   cudaGraphExec_t graph_exec_ = nullptr;
 };
 
+// The best time of an e4m3 GEMM n x n x n (D = A^T B in bf16, fp32 accumulation; cuBLASLt's
+// FP8 products take A transposed) on a and b (n x n bytes each) into d (n x n bf16), through
+// cuBLASLt's first heuristic; `best_ms` times a callable. Fast accumulation on, as the fast
+// kernels' own e4m3 products accumulate in the tensor cores' native way.
+template <typename BestMs>
+Status e4m3_gemm_ms(int n, void* a, void* b, void* d, BestMs&& best_ms, float* ms) {
+  cublasLtHandle_t lt = nullptr;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  void* workspace = nullptr;
+  constexpr size_t kWorkspace = size_t{32} << 20;
+  cublasStatus_t st = cublasLtCreate(&lt);
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  const int8_t fast_accum = 1;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum,
+                                        sizeof fast_accum);
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, n, n, n);
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, n, n, n);
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, n, n, n);
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceCreate(&pref);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                              &kWorkspace, sizeof kWorkspace);
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &heuristic, &found);
+  cudaError_t ce = cudaSuccess;
+  if (st == CUBLAS_STATUS_SUCCESS && found > 0) ce = cudaMalloc(&workspace, kWorkspace);
+  cublasStatus_t run_status = CUBLAS_STATUS_SUCCESS;
+  if (st == CUBLAS_STATUS_SUCCESS && found > 0 && ce == cudaSuccess) {
+    const float alpha = 1.f, beta = 0.f;
+    *ms = best_ms([&] {
+      const cublasStatus_t r = cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld,
+                                              &heuristic.algo, workspace, kWorkspace, nullptr);
+      if (r != CUBLAS_STATUS_SUCCESS) run_status = r;
+    });
+  }
+  if (workspace != nullptr) cudaFree(workspace);
+  if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
+  for (cublasLtMatrixLayout_t l : {la, lb, ld})
+    if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
+  if (op != nullptr) cublasLtMatmulDescDestroy(op);
+  if (lt != nullptr) cublasLtDestroy(lt);
+  if (ce != cudaSuccess)
+    return Status(
+        StatusCode::kCudaError,
+        fmt::format("cudaMalloc of the e4m3 GEMM's workspace failed: {}", cudaGetErrorString(ce)));
+  if (st != CUBLAS_STATUS_SUCCESS || run_status != CUBLAS_STATUS_SUCCESS || found == 0)
+    return Status(StatusCode::kCudaError,
+                  fmt::format("cuBLASLt e4m3 GEMM: status {}, run status {}, {} algorithms",
+                              static_cast<int>(st), static_cast<int>(run_status), found));
+  return Status::Ok();
+}
+
 // Frees on every exit path of measure_cuda_ceilings.
 struct DeviceBuffers {
   std::vector<void*> p;
@@ -326,6 +390,13 @@ Status measure_cuda_ceilings(int device, Ceilings* ceilings) {
     if (s != CUBLAS_STATUS_SUCCESS) gemm_status = s;
   });
   cublasDestroy(handle);
+  // e4m3 products exist from sm_89 (Ada) on; a and b hold 0x3c bytes, e4m3 1.5 (no NaN).
+  cudaDeviceProp prop{};
+  TV_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  Status e4m3_status = Status::Ok();
+  float e4m3_ms = 0.f;
+  if (prop.major * 10 + prop.minor >= 89)
+    e4m3_status = e4m3_gemm_ms(kGemmN, a, b, c, best_ms, &e4m3_ms);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   if (gemm_status != CUBLAS_STATUS_SUCCESS) {
@@ -336,6 +407,15 @@ Status measure_cuda_ceilings(int device, Ceilings* ceilings) {
   ceilings->mma_flops = 2.0 * kGemmN * static_cast<double>(kGemmN) * kGemmN / (gemm_ms * 1e-3);
   ceilings->mma_how =
       fmt::format("cublasGemmEx bf16 {}^3, fp32 accumulate, best of {}", kGemmN, kReps);
+  if (!e4m3_status.ok()) {  // fast mode's roof then falls back to the bf16 ceiling, and says so
+    ceilings->mma8_how = "not measured: " + e4m3_status.to_string();
+  } else if (e4m3_ms > 0) {
+    ceilings->mma8_flops = 2.0 * kGemmN * static_cast<double>(kGemmN) * kGemmN / (e4m3_ms * 1e-3);
+    ceilings->mma8_how = fmt::format(
+        "cublasLtMatmul e4m3 {}^3, fp32 accumulate (fast), bf16 out, best of {}", kGemmN, kReps);
+  } else {
+    ceilings->mma8_how = fmt::format("none: sm_{}{} has no e4m3 products", prop.major, prop.minor);
+  }
   return Status::Ok();
 }
 
