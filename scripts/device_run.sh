@@ -43,7 +43,8 @@
 #   wgsan     the wgmma kernel (the device's own choice only) under memcheck, over the GpuVerify
 #             and GpuE4M3 tests that run it, and racecheck, over EveryVariant, GpuNonFinite's and
 #             GpuE4M3's outlier channels (each tool
-#             cut at TV_WGSAN_TIMEOUT seconds, default 280; TV_WGSAN_TOOLS=racecheck: one tool)
+#             cut at TV_WGSAN_TIMEOUT seconds, default 280; TV_WGSAN_TOOLS=racecheck: one tool;
+#             TV_WGSAN_FILTER: other tests, e.g. fast mode's small GpuFast ones)
 #   wgmma     the sm_90a wgmma kernel: `treeverify check` on suite and custom cases (trees,
 #             page 1, fp16, ragged, forced chunks; 16-bit and e4m3 caches) and the quick GPU
 #             tests of both, then the suite's
@@ -76,8 +77,8 @@ $bin/treeverify doctor >"$out/doctor.txt" 2>&1
 if want tests; then
   # On sm_90a code the suite also forces the sm_90 table (the wgmma kernel is the device's own
   # choice), which takes it past one call: TV_GTEST_FILTER='GpuVerify.*' in one call and
-  # TV_GTEST_FILTER='-GpuVerify.*' in another.
-  timeout 560 $bin/treeverify_gpu_tests --gtest_brief=1 --gtest_filter="${TV_GTEST_FILTER:-*}" \
+  # TV_GTEST_FILTER='-GpuVerify.*' in another. TV_TESTS_TIMEOUT: seconds (default 560).
+  timeout "${TV_TESTS_TIMEOUT:-560}" $bin/treeverify_gpu_tests --gtest_brief=1 --gtest_filter="${TV_GTEST_FILTER:-*}" \
     >"$out/gpu_tests.log" 2>&1
   echo "gpu tests: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/gpu_tests.log" | tr '\n' ' ')"
   # The error figures: the largest of each kernel kind against each oracle, plain data and
@@ -116,6 +117,7 @@ if want wgsan; then
   for tool in ${TV_WGSAN_TOOLS:-memcheck racecheck}; do
     filter=$broad
     [ $tool = racecheck ] && filter=$small
+    filter=${TV_WGSAN_FILTER:-$filter}
     TREEVERIFY_TEST_OWN_TABLE_ONLY=1 timeout "${TV_WGSAN_TIMEOUT:-280}" compute-sanitizer --tool $tool --error-exitcode 9 \
       $bin/treeverify_gpu_tests --gtest_brief=1 --gtest_filter="$filter" >"$out/wgsan_$tool.log" 2>&1
     echo "compute-sanitizer $tool (wgmma): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$out/wgsan_$tool.log" | tr '\n' ' ')"
