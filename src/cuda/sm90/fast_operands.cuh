@@ -57,8 +57,9 @@ __device__ __forceinline__ uint64_t vt_desc(uint32_t stage, int g) {
 // (r / 8) 512 + (k / 16) 128 + (r % 8) 16 + k % 16.
 __device__ __forceinline__ uint64_t p8_desc(uint32_t s_p) { return smem_desc(s_p, 128, 512); }
 
-// Producer warp w's share (of 4) of V^T for the stage's tile, once its codes have landed: 16 of
-// the 64 (16 tokens x 32 columns) pieces. A piece is one ldmatrix.x4.trans of 16-bit pairs
+// Warp w's share (of the 4 of the consumer warpgroup that does not score the tile), once the
+// tile's codes have landed, of its V^T: 16 of the 64 (16 tokens x 32 columns) pieces. A piece
+// is one ldmatrix.x4.trans of 16-bit pairs
 // (matrices: tokens 0-7 and 8-15 of columns c0 .. c0 + 15, then of c0 + 16 .. c0 + 31), which
 // hands lane l the bytes of tokens 2 q, 2 q + 1 (q = l % 4) at columns c0 + 2 (l / 4) and + 1;
 // a byte permute of the two token halves gives each column's 4 tokens in P's k order
@@ -72,13 +73,21 @@ __device__ __forceinline__ uint64_t p8_desc(uint32_t s_p) { return smem_desc(s_p
 // column 128 w + 32 a + 16 (j / 2), j = l / 8, i = l % 8, and its stmatrix row is column
 // 128 w + 32 a + 16 (j / 2) + 2 i + j % 2 at k group G. The addresses are a lane's base plus
 // constants of a and G, so a piece costs its 6 instructions and two adds.
-__device__ __forceinline__ void transpose_v(uint32_t stage, uint32_t w) {
-  const uint32_t lane = threadIdx.x % 32, hj = lane / 16, j2 = (lane / 8) % 2, i = lane % 8;
+// The warp and lane are read from %tid.x here (volatile), not kept from elsewhere: with its
+// addresses hoisted out of the consumers' loop it spilled 12 bytes there (O holds 128
+// registers). The column groups a are a rolled loop: unrolled, with the loads of group a + 1
+// issued before the stores of group a (8 loads in flight instead of 4), it was no faster (H200,
+// 2026-12-03: V2 1.8% faster, V1 1.4% and S2 3.5% slower).
+__device__ __forceinline__ void transpose_v(uint32_t stage) {
+  uint32_t tid;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
+  const uint32_t w = tid / 32 % 4, lane = tid % 32, hj = lane / 16, j2 = (lane / 8) % 2,
+                 i = lane % 8;
   const uint32_t read = stage + w * Tile::kBlockBytes + (8 * j2 + i) * 128;
   const uint32_t write = stage + Fast::kVtOffset + (w / 2) * Fast::kVtBytes +
                          (16 * (w % 2) + 2 * hj + i / 4) * Fast::kVtGroupPitch +
                          ((2 * i + j2) % 8) * 16;
-#pragma unroll
+#pragma unroll 1
   for (uint32_t a = 0; a < 4; ++a) {
     const uint32_t ra = read + (((2 * a + hj) ^ i) << 4), wa = write + a * 4 * Fast::kVtGroupPitch;
 #pragma unroll

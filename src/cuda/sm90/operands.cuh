@@ -223,8 +223,11 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 //   half and arrives on the full barrier, as the scoring warpgroup's threads do for the
 //   other half.
 // - kFast (e4m3, fast mode): the codes land where wgmma reads them (code_offset, tail_offset)
-//   by cp.async, arriving on the "codes landed" mbarrier; each thread waits there, its warp
-//   transposes a quarter of V into V^T (transpose_v) and it arrives on the full barrier.
+//   by cp.async, arriving on the "codes landed" mbarrier, and that is all: the consumer
+//   warpgroup that does not score the tile writes its V^T (transpose_v) while the other scores
+//   it, and arrives on the full barrier. (The producer's warps transposing it between the
+//   tile's landing and the next tile's copies held V2 at 0.377 ms against 0.313: H200,
+//   2026-12-03, sm90/DESIGN_NOTES.md.)
 // - kTma (pages of 64 rows or more; `kv_map` from kv_tensor_map.h): a whole tile within one
 //   page goes by TMA instead. 16-bit: producer thread 0 announces the tile's 73728 bytes on
 //   the full barrier and issues the 9 tensor copies of its 64-value blocks (each lands in the
@@ -338,11 +341,8 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
       if constexpr (kE4M3) cp_async_mbar_arrive(landed);  // when this thread's codes land
     }
     if constexpr (kFast) {
-      // Every copy of the tile has landed: V^T for P V, a quarter a producer warp.
-      mbar_wait(landed, (tile / Tile::kStages) & 1);
-      transpose_v(stage, pt / 32);
-      fence_proxy_async();  // V^T, and the codes this thread copied, for wgmma's reads
-      mbar_arrive(full);
+      // Nothing more: the consumer warpgroup that does not score the tile writes its V^T and
+      // arrives on the full barrier (consume in verify_wgmma.cuh).
     } else if constexpr (kE4M3) {
       // Every copy of the tile has landed (the consumers' half of the rows too, which the
       // warpgroup that scores the tile widens: widen_own_half in verify_wgmma.cuh).

@@ -40,7 +40,9 @@
 #include "cuda/common/bulk_copy.cuh"
 #include "cuda/mma/nonfinite.cuh"
 #include "cuda/mma/tile_ops.cuh"
+#include "cuda/sm90/epilogue.cuh"
 #include "cuda/sm90/operands.cuh"
+#include "cuda/sm90/softmax.cuh"
 #include "cuda/sm90/tile.h"
 #include "cuda/sm90/wgmma.cuh"
 
@@ -52,196 +54,6 @@ static_assert(Tile::kConsumerThreads == mma::kThreads);
 // Tile t is scored by warpgroup t % 2 and lands in stage t % 2: on an e4m3 cache a stage's full
 // barrier counts the threads of the one warpgroup that widens half of its rows.
 static_assert(Tile::kStages == Tile::kWarpgroups);
-
-// The consumer warpgroups' barrier (named barrier 1; the producer warpgroup never joins it).
-__device__ __forceinline__ void consumer_sync() { named_barrier_sync<1, Tile::kConsumerThreads>(); }
-
-// The online-softmax state of the two rows a thread holds in wgmma's accumulator layout:
-// rows lo = 16 (warp % 4) + lane / 4 and hi = lo + 8 of the CTA. Accumulator i of an m64nN
-// tile is row (i / 2) % 2 ? hi : lo, column 8 (i / 4) + 2 (lane % 4) + i % 2; so accumulators
-// 8 k .. 8 k + 7 (columns 16 k .. 16 k + 15) are, packed in pairs, the A fragment of k step k
-// of a product with A from registers.
-struct Rows {
-  int r[2];
-  bool valid[2];
-  int node[2];                                // request-relative tree node of the row
-  const uint32_t* mask[2];                    // its ancestor bits
-  float m[2] = {mma::kNegInf, mma::kNegInf};  // running max (log2 units) O and l are relative to
-  float l[2] = {0.f, 0.f};                    // running sum over this warpgroup's own tiles
-  float scale_log2[2];  // the scores' factor: softmax scale x log2(e) (x Q's row scale x kv_scale)
-};
-
-// What a row's new running max m_new makes of the old one: the factor alpha on O and l, and
-// the reference P subtracts (a row that has seen nothing yet keeps m = -inf; it subtracts 0 so
-// exp2 gives 0).
-__device__ __forceinline__ float rescale(Rows& rows, int h, float m_new, float* m_ref) {
-  *m_ref = m_new == mma::kNegInf ? 0.f : m_new;
-  const float alpha = mma::fast_exp2(rows.m[h] - *m_ref);
-  rows.m[h] = m_new;
-  return alpha;
-}
-
-// The scores of the 64-token tile from `first` to probabilities in place: mask, new running
-// max (alpha, the rescale of O, returned for each row) and row sums (of the unrounded
-// probabilities) into rows.l.
-__device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
-                                             float (&s)[32], int first, Rows& rows,
-                                             float (&alpha)[2]) {
-  const int col0 = 2 * (static_cast<int>(threadIdx.x) % 4);
-  float tile_max[2] = {mma::kNegInf, mma::kNegInf};
-  if (rows.valid[0] && rows.valid[1] && first + Tile::kTokens <= min(w.prefix, w.tok_end)) {
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      s[i] *= rows.scale_log2[(i / 2) % 2];
-      tile_max[(i / 2) % 2] = fmaxf(tile_max[(i / 2) % 2], s[i]);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int h = (i / 2) % 2;
-      const int t = first + 8 * (i / 4) + col0 + i % 2;
-      bool visible = rows.valid[h] && t < w.tok_end;
-      if (visible && t >= w.prefix) {  // a tree token: visible iff an ancestor or itself
-        const int node = t - w.prefix;
-        visible = node == rows.node[h] || ((__ldg(rows.mask[h] + node / 32) >> (node % 32)) & 1u);
-      }
-      s[i] = visible ? s[i] * rows.scale_log2[h] : mma::kNegInf;
-      tile_max[h] = fmaxf(tile_max[h], s[i]);
-    }
-  }
-  float m_ref[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-    alpha[h] = rescale(rows, h, fmaxf(rows.m[h], tile_max[h]), &m_ref[h]);
-  }
-  float sum[2] = {0.f, 0.f};
-#pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    s[i] = mma::fast_exp2(s[i] - m_ref[(i / 2) % 2]);
-    sum[(i / 2) % 2] += s[i];
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
-    rows.l[h] = rows.l[h] * alpha[h] + sum[h];
-  }
-}
-
-// P in the products' type M (16-bit), packed in pairs in the accumulator layout (pa[j] =
-// accumulators 2 j, 2 j + 1: the A fragment of k step j / 4).
-template <typename M>
-__device__ __forceinline__ void pack_p(const float (&s)[32], uint32_t (&pa)[16]) {
-#pragma unroll
-  for (int j = 0; j < 16; ++j) pa[j] = pack2<M>(s[2 * j], s[2 * j + 1]);
-}
-
-// P (packed as softmax_tile leaves it) and the rows' running max, for the other warpgroup: P in
-// the core-matrix layout at s_p (row r, token tau at (r / 8) kPGroupBytes + (tau / 8) 128 +
-// (r % 8) 16 + (tau % 8) 2), so a warp's store writes 128 contiguous bytes.
-__device__ __forceinline__ void publish_p(const Rows& rows, const uint32_t (&pa)[16], uint8_t* s_p,
-                                          float* s_max) {
-  const int lane = static_cast<int>(threadIdx.x) % 32, col0 = 2 * (lane % 4);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    uint8_t* row_p = s_p + (rows.r[h] / 8) * Tile::kPGroupBytes + (rows.r[h] % 8) * 16 + col0 * 2;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) *reinterpret_cast<uint32_t*>(row_p + j * 128) = pa[2 * j + h];
-    if (lane % 4 == 0) s_max[rows.r[h]] = rows.m[h];
-  }
-}
-
-// Whether either 16-bit value of a packed pair is an infinity or a NaN (all exponent bits set).
-template <typename T>
-__device__ __forceinline__ bool nonfinite2(uint32_t v) {
-  constexpr uint32_t kExp = std::is_same_v<T, __nv_bfloat16> ? 0x7f807f80u : 0x7c007c00u;
-  return __vcmpeq2(v & kExp, kExp) != 0u;
-}
-
-// Writes O v_scale / l (v_scale: kv_scale on an e4m3 cache, whose codes the products used, over
-// 448 in fast mode, whose P was p x 448; else 1) as the output (one-chunk requests), or O
-// part_scale / l (1, or 1 / 448 in fast mode) as a partial in T and its lse (log2) for the
-// combine, which applies kv_scale (an e4m3 partial in the codes' units: combine.cuh); a
-// row with a non-finite value in O or l is marked NaN in s_lse for the recomputation (the portable
-// epilogue's contract, cuda/mma/tile_ops.cuh).
-// The rows go through shared memory (s_out, a free stage) so that the code each CTA runs once is
-// short: stored from the accumulators in place, the unrolled normalise/pack/exchange/store
-// sequence was 13.8 KB of SASS, and fetching it cold was about half of S1's instruction-fetch
-// stalls, which were 36% of its warp samples (H200, 2026-12-03: DESIGN_NOTES.md). Here the
-// unrolled part is the normalise, pack and 16 stmatrix a thread; the copy out and the
-// non-finite test are a loop.
-template <typename T>
-__device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
-                                         const Rows& rows, const float (&o)[128], int wg,
-                                         float v_scale, float part_scale, float* s_sum,
-                                         float* s_lse, float* s_inv_l, uint8_t* s_out) {
-  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-  if (lane % 4 == 0)
-    for (int h = 0; h < 2; ++h) s_sum[wg * Tile::kRows + rows.r[h]] = rows.l[h];
-  consumer_sync();
-  if (wg == 0 && lane % 4 == 0) {
-    for (int h = 0; h < 2; ++h) {
-      const int r = rows.r[h];
-      const float l = s_sum[r] + s_sum[Tile::kRows + r];
-      // A partial stays in the codes' units (combine.cuh); the combine applies kv_scale.
-      s_inv_l[r] = l == 0.f ? 0.f : (w.final_out ? v_scale : part_scale) / l;
-      s_lse[r] = l == 0.f ? mma::kNegInf : rows.m[h] + __log2f(l);
-    }
-  }
-  consumer_sync();
-  // O v_scale / l in T, row r at s_out + r kOutPitch: stmatrix j writes 8-column blocks 2 j and
-  // 2 j + 1 of this warpgroup's 256 columns, rows lo and hi (matrix k = lane / 8: block
-  // 2 j + k / 2, rows 8 (k % 2) + lane % 8 of the warp's 16). A partial's 1/l is at most 1 (l >=
-  // 1 where a row saw anything, else 0), so a value non-finite in T marks a row whose O or l was
-  // not finite; an output may also overflow T by kv_scale (e4m3), and its exact recomputation
-  // writes the same infinity.
-  const float inv_l[2] = {s_inv_l[rows.r[0]], s_inv_l[rows.r[1]]};
-  const uint32_t row_addr = smem_addr(s_out) +
-                            (16 * (warp % 4) + 8 * ((lane / 8) % 2) + lane % 8) * Tile::kOutPitch +
-                            (256 * wg + 8 * (lane / 16)) * 2;
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const float* a = o + 8 * j;  // accumulators of blocks 2 j (a[0..3]) and 2 j + 1 (a[4..7])
-    stmatrix_x4(row_addr + 32 * j, pack2<T>(a[0] * inv_l[0], a[1] * inv_l[0]),
-                pack2<T>(a[2] * inv_l[1], a[3] * inv_l[1]),
-                pack2<T>(a[4] * inv_l[0], a[5] * inv_l[0]),
-                pack2<T>(a[6] * inv_l[1], a[7] * inv_l[1]));
-  }
-  consumer_sync();  // the staged rows, for every warp's copy
-  // Warp w copies rows w, w + 8, ..., 8 bytes a lane (a row's 1 KB in 4 warp stores of whole
-  // lines), and marks a row with a non-finite value for the recomputation.
-  const int H = p.num_heads;
-  constexpr int kWarps = Tile::kConsumerThreads / 32;
-#pragma unroll 1
-  for (int r = warp; r < Tile::kRows && w.row0 + r < w.rows_b; r += kWarps) {
-    const int gr = w.row0 + r, node = gr / H, head = gr % H;
-    const int64_t grow = static_cast<int64_t>(w.q0) * H + gr;
-    T* out = w.final_out ? static_cast<T*>(p.out) + (w.q0 + node) * p.out_stride_token +
-                               head * p.out_stride_head
-                         : static_cast<T*>(p.part_out) + (blockIdx.y * p.total_rows + grow) * kVDim;
-    const uint8_t* src = s_out + r * Tile::kOutPitch;
-    bool bad = false;
-#pragma unroll
-    for (int k = 0; k < kVDim / 128; ++k) {
-      const uint2 v = *reinterpret_cast<const uint2*>(src + 8 * (lane + 32 * k));
-      bad |= nonfinite2<T>(v.x) || nonfinite2<T>(v.y);
-      *reinterpret_cast<uint2*>(out + 4 * (lane + 32 * k)) = v;
-    }
-    if (__any_sync(0xffffffffu, bad) && lane == 0) s_lse[r] = NAN;
-  }
-  consumer_sync();  // the rows' marks
-  const int r = static_cast<int>(threadIdx.x);
-  if (r < Tile::kRows && w.row0 + r < w.rows_b) {
-    const int64_t grow = static_cast<int64_t>(w.q0) * H + w.row0 + r;
-    if (w.final_out) {
-      if (p.lse != nullptr) p.lse[grow] = s_lse[r] * kLn2;
-    } else {
-      p.part_lse[blockIdx.y * p.total_rows + grow] = s_lse[r];
-    }
-  }
-}
 
 // Consumer warpgroup g's pass over the chunk's tiles, O_g into o (module comment above); M is
 // the products' type (the query's, or fp16 on an e4m3 cache, kE4M3). Every wgmma is waited for
@@ -285,6 +97,12 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     mbar_wait(s_base + Tile::kFullOffset + 8 * (t % Tile::kStages), (t / Tile::kStages) & 1);
     fence_proxy_async();
   };
+  // Fast mode: waits until tile t's codes have landed (the "codes landed" mbarrier), which is all
+  // its scores read; V^T, which the producer writes after that, only its P V (wait_tile).
+  auto wait_codes = [&](int t) {
+    mbar_wait(s_base + Tile::kLandedOffset + 8 * (t % Tile::kStages), (t / Tile::kStages) & 1);
+    fence_proxy_async();
+  };
   auto stage = [&](int t) { return s_base + (t % Tile::kStages) * Tile::kStageBytes; };
   // e4m3: the warpgroup that scores tile t widens rows 32-63 of its codes once they have landed
   // (the producer widens rows 0-31) and arrives on its full mbarrier beside the producer.
@@ -307,7 +125,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // Fast mode: 18 k32 steps of codes (Q's and K's blocks 0-3, then their tail block) in
   // chains of kFastChain steps, each summed into sv in fp32 after its wait.
   auto scores_fast = [&](int t, float(&sv)[32]) {
-    wait_tile(t);
+    wait_codes(t);
     uint64_t qd = codes_desc(s_base + Tile::kQOffset), kd = codes_desc(stage(t));
     float sc[32];
     constexpr int kSteps = kQKDim / 32;
@@ -395,6 +213,12 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // against bar.sync, racecheck reported hazards on the epilogue's row sums). O must not be in
   // flight; left running.
   auto pv_theirs = [&](int t) {
+    if constexpr (kFast) {  // V^T of the other's tile, by this warpgroup (transpose_v's comment)
+      wait_codes(t);
+      transpose_v(stage(t));
+      fence_proxy_async();  // V^T, for wgmma's reads (this warpgroup's and the other's)
+      mbar_arrive(s_base + Tile::kFullOffset + 8 * (t % Tile::kStages));
+    }
     wait_tile(t);
     mbar_wait(p_theirs, (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
     float alpha[2];
@@ -423,15 +247,10 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // must be free: its last reader is this warpgroup's P V of the other's tile before.
   constexpr int kPRegs = kFast ? 8 : 16;  // P of a tile in registers: e4m3 codes or 16-bit pairs
   auto pv_mine = [&](const uint32_t(&pa)[kPRegs], const float(&alpha)[2], int t) {
-    if constexpr (kFast) {
-      store_p8(rows.r, pa, s_p);
-      if (lane % 4 == 0)
-        for (int h = 0; h < 2; ++h) s_max[rows.r[h]] = rows.m[h];
-    } else {
-      publish_p(rows, pa, s_p, s_max);
-    }
+    publish_p<kFast>(rows, pa, s_p, s_max);
     fence_proxy_async();
-    mbar_arrive(p_mine);  // releases this thread's stores
+    mbar_arrive(p_mine);                // releases this thread's stores
+    if constexpr (kFast) wait_tile(t);  // V^T (its scores waited for the codes only)
     scale_o(alpha);
     wgmma_fence();
 #pragma unroll
@@ -513,13 +332,15 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int n_tiles = (w.tok_end - w.tok_begin + Tile::kTokens - 1) / Tile::kTokens;
   if (threadIdx.x == 0) {
-    // A stage's full barrier: the producer's threads, and on an e4m3 cache the threads of the
-    // consumer warpgroup that scores its tiles (tile t is warpgroup t % 2's and stage t % 2's),
-    // which widen half of each tile's rows (operands.cuh).
+    // A stage's full barrier: the producer's threads, and on an e4m3 cache in exact mode the
+    // threads of the consumer warpgroup that scores its tiles (tile t is warpgroup t % 2's and
+    // stage t % 2's), which widen half of each tile's rows (operands.cuh); in fast mode only the
+    // threads of the other warpgroup, which write the tile's V^T (consume).
     constexpr int kProducers = Tile::kThreads - Tile::kConsumerThreads;
+    constexpr int kWarpgroupThreads = Tile::kConsumerThreads / Tile::kWarpgroups;
     for (int s = 0; s < Tile::kStages; ++s) {
       mbar_init(s_base + Tile::kFullOffset + 8 * s,
-                kProducers + (kWiden ? Tile::kConsumerThreads / Tile::kWarpgroups : 0));
+                kFast ? kWarpgroupThreads : kProducers + (kWiden ? kWarpgroupThreads : 0));
       mbar_init(s_base + Tile::kEmptyOffset + 8 * s, Tile::kConsumerThreads / 32);
     }
     for (int g = 0; g < Tile::kWarpgroups; ++g)
