@@ -28,9 +28,10 @@
 // and O takes kv_scale: the portable kernel's exact mode (cuda/mma/fp8_ops.cuh), on wgmma.
 // In fast mode (kFast: Q and P in e4m3, the portable kernel's fast-mode contract) the products
 // are e4m3 wgmma, which takes 8-bit operands K-major only: Q is rounded to codes a row with a
-// scale (quantize_q_e4m3), K's codes are used as they land, the producer transposes each
-// tile's V into V^T, and P's codes (p x 448) go from the score accumulators to P V in place:
-// fast_operands.cuh has the layouts and the k order that makes that possible.
+// scale (quantize_q_e4m3), K's codes are used as they land, the warpgroup that does not score a
+// tile transposes its V into V^T while the other scores it, and P's codes (p x 448) go from the
+// score accumulators to P V in place: fast_operands.cuh has the layouts and the k order that
+// makes that possible.
 // Figures and limits: DESIGN_NOTES.md beside this file.
 #pragma once
 
@@ -52,7 +53,8 @@ namespace treeverify::cuda::sm90 {
 // kernel's 8 warps: the consumer warps here.
 static_assert(Tile::kConsumerThreads == mma::kThreads);
 // Tile t is scored by warpgroup t % 2 and lands in stage t % 2: on an e4m3 cache a stage's full
-// barrier counts the threads of the one warpgroup that widens half of its rows.
+// barrier counts the threads of one warpgroup, the same for every tile of the stage (exact mode:
+// the one that widens half of its rows; fast mode: the other, which writes its V^T).
 static_assert(Tile::kStages == Tile::kWarpgroups);
 
 // Consumer warpgroup g's pass over the chunk's tiles, O_g into o (module comment above); M is
