@@ -94,13 +94,14 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   const uint32_t p_mine = s_base + Tile::kPReadyOffset + 8 * g;
   const uint32_t p_theirs = s_base + Tile::kPReadyOffset + 8 * (1 - g);
   // Waits until tile t has landed: the copies (generic proxy), seen through the mbarrier, for
-  // wgmma (both warpgroups wait; the one that does not score the tile finds it landed).
+  // wgmma (both warpgroups wait; the one that does not score the tile finds it landed). In fast
+  // mode the full barrier says that the tile's V^T is written (pv_theirs).
   auto wait_tile = [&](int t) {
     mbar_wait(s_base + Tile::kFullOffset + 8 * (t % Tile::kStages), (t / Tile::kStages) & 1);
     fence_proxy_async();
   };
   // Fast mode: waits until tile t's codes have landed (the "codes landed" mbarrier), which is all
-  // its scores read; V^T, which the producer writes after that, only its P V (wait_tile).
+  // its scores read; V^T, which the other warpgroup writes after that, only its P V (wait_tile).
   auto wait_codes = [&](int t) {
     mbar_wait(s_base + Tile::kLandedOffset + 8 * (t % Tile::kStages), (t / Tile::kStages) & 1);
     fence_proxy_async();
