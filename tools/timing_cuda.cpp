@@ -253,6 +253,14 @@ class DeviceRunner final : public Runner {
   cudaGraphExec_t graph_exec_ = nullptr;
 };
 
+// Frees on every exit path of measure_cuda_ceilings and e4m3_gemm_ms.
+struct DeviceBuffers {
+  std::vector<void*> p;
+  ~DeviceBuffers() {
+    for (void* x : p) cudaFree(x);
+  }
+};
+
 // The best time of an e4m3 GEMM n x n x n (D = A^T B in bf16, fp32 accumulation; cuBLASLt's
 // FP8 products take A transposed) on a and b (n x n bytes each) into d (n x n bf16), through
 // cuBLASLt's first heuristic; `best_ms` times a callable. Fast accumulation on, as the fast
@@ -289,7 +297,11 @@ Status e4m3_gemm_ms(int n, void* a, void* b, void* d, BestMs&& best_ms, float* m
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &heuristic, &found);
   cudaError_t ce = cudaSuccess;
-  if (st == CUBLAS_STATUS_SUCCESS && found > 0) ce = cudaMalloc(&workspace, kWorkspace);
+  DeviceBuffers buf;
+  if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
+    ce = cudaMalloc(&workspace, kWorkspace);
+    if (ce == cudaSuccess) buf.p.push_back(workspace);
+  }
   cublasStatus_t run_status = CUBLAS_STATUS_SUCCESS;
   if (st == CUBLAS_STATUS_SUCCESS && found > 0 && ce == cudaSuccess) {
     const float alpha = 1.f, beta = 0.f;
@@ -299,7 +311,6 @@ Status e4m3_gemm_ms(int n, void* a, void* b, void* d, BestMs&& best_ms, float* m
       if (r != CUBLAS_STATUS_SUCCESS) run_status = r;
     });
   }
-  if (workspace != nullptr) cudaFree(workspace);
   if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
   for (cublasLtMatrixLayout_t l : {la, lb, ld})
     if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
@@ -315,14 +326,6 @@ Status e4m3_gemm_ms(int n, void* a, void* b, void* d, BestMs&& best_ms, float* m
                               static_cast<int>(st), static_cast<int>(run_status), found));
   return Status::Ok();
 }
-
-// Frees on every exit path of measure_cuda_ceilings.
-struct DeviceBuffers {
-  std::vector<void*> p;
-  ~DeviceBuffers() {
-    for (void* x : p) cudaFree(x);
-  }
-};
 
 }  // namespace
 
@@ -404,13 +407,14 @@ Status measure_cuda_ceilings(int device, Ceilings* ceilings) {
                                                       static_cast<int>(gemm_status)));
   }
   TV_CUDA_TRY(cudaGetLastError());
-  ceilings->mma_flops = 2.0 * kGemmN * static_cast<double>(kGemmN) * kGemmN / (gemm_ms * 1e-3);
+  auto gemm_flops = [](float ms) { return 2.0 * kGemmN * double{kGemmN} * kGemmN / (ms * 1e-3); };
+  ceilings->mma_flops = gemm_flops(gemm_ms);
   ceilings->mma_how =
       fmt::format("cublasGemmEx bf16 {}^3, fp32 accumulate, best of {}", kGemmN, kReps);
   if (!e4m3_status.ok()) {  // fast mode's roof then falls back to the bf16 ceiling, and says so
     ceilings->mma8_how = "not measured: " + e4m3_status.to_string();
   } else if (e4m3_ms > 0) {
-    ceilings->mma8_flops = 2.0 * kGemmN * static_cast<double>(kGemmN) * kGemmN / (e4m3_ms * 1e-3);
+    ceilings->mma8_flops = gemm_flops(e4m3_ms);
     ceilings->mma8_how = fmt::format(
         "cublasLtMatmul e4m3 {}^3, fp32 accumulate (fast), bf16 out, best of {}", kGemmN, kReps);
   } else {

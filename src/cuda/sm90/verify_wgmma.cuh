@@ -96,16 +96,15 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // Waits until tile t has landed: the copies (generic proxy), seen through the mbarrier, for
   // wgmma (both warpgroups wait; the one that does not score the tile finds it landed). In fast
   // mode the full barrier says that the tile's V^T is written (pv_theirs).
-  auto wait_tile = [&](int t) {
-    mbar_wait(s_base + Tile::kFullOffset + 8 * (t % Tile::kStages), (t / Tile::kStages) & 1);
+  // `barrier`: a stage's mbarrier (its offset for stage 0), waited for on tile t's phase.
+  auto wait_stage = [&](uint32_t barrier, int t) {
+    mbar_wait(s_base + barrier + 8 * (t % Tile::kStages), (t / Tile::kStages) & 1);
     fence_proxy_async();
   };
+  auto wait_tile = [&](int t) { wait_stage(Tile::kFullOffset, t); };
   // Fast mode: waits until tile t's codes have landed (the "codes landed" mbarrier), which is all
   // its scores read; V^T, which the other warpgroup writes after that, only its P V (wait_tile).
-  auto wait_codes = [&](int t) {
-    mbar_wait(s_base + Tile::kLandedOffset + 8 * (t % Tile::kStages), (t / Tile::kStages) & 1);
-    fence_proxy_async();
-  };
+  auto wait_codes = [&](int t) { wait_stage(Tile::kLandedOffset, t); };
   auto stage = [&](int t) { return s_base + (t % Tile::kStages) * Tile::kStageBytes; };
   // e4m3: the warpgroup that scores tile t widens rows 32-63 of its codes once they have landed
   // (the producer widens rows 0-31) and arrives on its full mbarrier beside the producer.
