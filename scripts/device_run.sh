@@ -45,6 +45,12 @@
 #             GpuE4M3's outlier channels (each tool
 #             cut at TV_WGSAN_TIMEOUT seconds, default 280; TV_WGSAN_TOOLS=racecheck: one tool;
 #             TV_WGSAN_FILTER: other tests, e.g. fast mode's small GpuFast ones)
+#   fastsan   the wgmma kernel's fast mode under racecheck, then memcheck: `treeverify check` on
+#             one case of short chunks and one of 16 tiles a CTA (a stage of codes reused), and
+#             the GpuFast tests that run that kernel (not EveryVariantAndDtype, the portable
+#             variants, which take minutes under racecheck); one summary line a run
+#             (racecheck's runs take 2-6 minutes on the H200: TV_FASTSAN_TOOLS=racecheck, then
+#             memcheck in another call)
 #   wgmma     the sm_90a wgmma kernel: `treeverify check` on suite and custom cases (trees,
 #             page 1, fp16, ragged, forced chunks; 16-bit and e4m3 caches) and the quick GPU
 #             tests of both, then the suite's
@@ -121,6 +127,25 @@ if want wgsan; then
     TREEVERIFY_TEST_OWN_TABLE_ONLY=1 timeout "${TV_WGSAN_TIMEOUT:-280}" compute-sanitizer --tool $tool --error-exitcode 9 \
       $bin/treeverify_gpu_tests --gtest_brief=1 --gtest_filter="$filter" >"$out/wgsan_$tool.log" 2>&1
     echo "compute-sanitizer $tool (wgmma): rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$out/wgsan_$tool.log" | tr '\n' ' ')"
+  done
+fi
+if want fastsan; then
+  fast=(--backend cuda-mma --kv-format e4m3 --precision fast --heads 64 --tree 2 --page 64)
+  for tool in ${TV_FASTSAN_TOOLS:-racecheck memcheck}; do
+    report=()  # racecheck: each hazard with its address, threads and kind, the first 8
+    [ $tool = racecheck ] && report=(--racecheck-report all --print-limit 8)
+    for args in "--prefix 1000" "--prefix 2048 --chunk-tokens 1024"; do
+      # shellcheck disable=SC2086  # args is a word list
+      timeout 170 compute-sanitizer --tool $tool "${report[@]}" \
+        $bin/treeverify check "${fast[@]}" $args >"$out/fastsan_${tool}_${args// /_}.log" 2>&1
+      echo "fastsan $tool check $args: rc=$? $(grep -E '  (PASS|FAIL)|SUMMARY' \
+        "$out/fastsan_${tool}_${args// /_}.log" | tr '\n' ' ')"
+    done
+    TREEVERIFY_TEST_OWN_TABLE_ONLY=1 timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 \
+      $bin/treeverify_gpu_tests --gtest_brief=1 \
+      --gtest_filter='GpuFast.DeviceTableRunsFastOnlyWhereNative:GpuFast.NanCodeReachesOnlyTheRowsThatSeeIt:GpuFast.OutlierChannels' \
+      >"$out/fastsan_${tool}_tests.log" 2>&1
+    echo "fastsan $tool tests: rc=$? $(grep -E 'SUMMARY|^\[  (PASSED|FAILED)' "$out/fastsan_${tool}_tests.log" | tr '\n' ' ')"
   done
 fi
 if want python; then
