@@ -46,7 +46,8 @@
 #             cut at TV_WGSAN_TIMEOUT seconds, default 280; TV_WGSAN_TOOLS=racecheck: one tool;
 #             TV_WGSAN_FILTER: other tests, e.g. fast mode's small GpuFast ones)
 #   fastsan   the wgmma kernel's fast mode under racecheck, then memcheck: `treeverify check` on
-#             one case of short chunks and one of 16 tiles a CTA (a stage of codes reused), and
+#             one case of short chunks and one of 16 tiles a CTA (a stage of codes reused), exact
+#             mode's cp.async instance on the second (its stages widened by plain loads), and
 #             the GpuFast tests that run that kernel (not EveryVariantAndDtype, the portable
 #             variants, which take minutes under racecheck); one summary line a run
 #             (racecheck's runs take 2-6 minutes on the H200: TV_FASTSAN_TOOLS=racecheck, then
@@ -130,14 +131,16 @@ if want wgsan; then
   done
 fi
 if want fastsan; then
-  fast=(--backend cuda-mma --kv-format e4m3 --precision fast --heads 64 --tree 2 --page 64)
+  e4m3=(--backend cuda-mma --kv-format e4m3 --heads 64 --tree 2)
   for tool in ${TV_FASTSAN_TOOLS:-racecheck memcheck}; do
     report=()  # racecheck: each hazard with its address, threads and kind, the first 8
     [ $tool = racecheck ] && report=(--racecheck-report all --print-limit 8)
-    for args in "--prefix 1000" "--prefix 2048 --chunk-tokens 1024"; do
+    for args in "--precision fast --page 64 --prefix 1000" \
+      "--precision fast --page 64 --prefix 2048 --chunk-tokens 1024" \
+      "--precision exact --page 1 --prefix 2048 --chunk-tokens 1024"; do
       # shellcheck disable=SC2086  # args is a word list
       timeout 170 compute-sanitizer --tool $tool "${report[@]}" \
-        $bin/treeverify check "${fast[@]}" $args >"$out/fastsan_${tool}_${args// /_}.log" 2>&1
+        $bin/treeverify check "${e4m3[@]}" $args >"$out/fastsan_${tool}_${args// /_}.log" 2>&1
       echo "fastsan $tool check $args: rc=$? $(grep -E '  (PASS|FAIL)|SUMMARY' \
         "$out/fastsan_${tool}_${args// /_}.log" | tr '\n' ' ')"
     done
