@@ -48,17 +48,19 @@ __device__ __forceinline__ uint64_t codes_desc(uint32_t base) {
 __device__ __forceinline__ uint64_t tail_desc(uint32_t base) {
   return smem_desc<Swizzle::k64B>(base + Fast::kTailOffset, 16, 512);
 }
-// V^T of warpgroup g's 256 columns in a stage, K-major without swizzle: core matrices of 8
-// columns x 16 k positions, 128 bytes apart along k, kVtGroupPitch apart along the columns.
-__device__ __forceinline__ uint64_t vt_desc(uint32_t stage, int g) {
-  return smem_desc(stage + Fast::kVtOffset + g * Fast::kVtBytes, 128, Fast::kVtGroupPitch);
+// V^T of warpgroup g's 256 columns in a V^T buffer (`vt`), K-major without swizzle: core
+// matrices of 8 columns x 16 k positions, 128 bytes apart along k, kVtGroupPitch apart along the
+// columns.
+__device__ __forceinline__ uint64_t vt_desc(uint32_t vt, int g) {
+  return smem_desc(vt + g * Fast::kVtBytes, 128, Fast::kVtGroupPitch);
 }
 // P's codes (the other warpgroup's A operand), K-major without swizzle: row r, k position k at
 // (r / 8) 512 + (k / 16) 128 + (r % 8) 16 + k % 16.
 __device__ __forceinline__ uint64_t p8_desc(uint32_t s_p) { return smem_desc(s_p, 128, 512); }
 
 // Warp w's share (of the 4 of the consumer warpgroup that does not score the tile), once the
-// tile's codes have landed, of its V^T: 16 of the 64 (16 tokens x 32 columns) pieces. A piece
+// tile's codes (`codes`) have landed, of its V^T (into the buffer `vt`): 16 of the 64 (16 tokens x
+// 32 columns) pieces, in 4 column groups a (transpose_v_group). A piece
 // is one ldmatrix.x4.trans of 16-bit pairs
 // (matrices: tokens 0-7 and 8-15 of columns c0 .. c0 + 15, then of c0 + 16 .. c0 + 31), which
 // hands lane l the bytes of tokens 2 q, 2 q + 1 (q = l % 4) at columns c0 + 2 (l / 4) and + 1;
@@ -75,29 +77,32 @@ __device__ __forceinline__ uint64_t p8_desc(uint32_t s_p) { return smem_desc(s_p
 // constants of a and G, so a piece costs its 6 instructions and two adds.
 // The warp and lane are read from %tid.x here (volatile), not kept from elsewhere: with its
 // addresses hoisted out of the consumers' loop it spilled 12 bytes there (O holds 128
-// registers). The column groups a are a rolled loop: unrolled, with the loads of group a + 1
-// issued before the stores of group a (8 loads in flight instead of 4), it was no faster (H200,
-// 2026-12-03: V2 1.8% faster, V1 1.4% and S2 3.5% slower).
-__device__ __forceinline__ void transpose_v(uint32_t stage) {
+// registers). Branch-free, so that it can run between a wgmma's issue and its wait (ptxas
+// serializes every wgmma in flight across a branch: C7514).
+__device__ __forceinline__ void transpose_v_group(uint32_t codes, uint32_t vt, uint32_t a) {
   uint32_t tid;
   asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
   const uint32_t w = tid / 32 % 4, lane = tid % 32, hj = lane / 16, j2 = (lane / 8) % 2,
                  i = lane % 8;
-  const uint32_t read = stage + w * Tile::kBlockBytes + (8 * j2 + i) * 128;
-  const uint32_t write = stage + Fast::kVtOffset + (w / 2) * Fast::kVtBytes +
-                         (16 * (w % 2) + 2 * hj + i / 4) * Fast::kVtGroupPitch +
-                         ((2 * i + j2) % 8) * 16;
-#pragma unroll 1
-  for (uint32_t a = 0; a < 4; ++a) {
-    const uint32_t ra = read + (((2 * a + hj) ^ i) << 4), wa = write + a * 4 * Fast::kVtGroupPitch;
+  const uint32_t ra =
+      codes + w * Tile::kBlockBytes + (8 * j2 + i) * 128 + (((2 * a + hj) ^ i) << 4);
+  const uint32_t wa = vt + (w / 2) * Fast::kVtBytes +
+                      (16 * (w % 2) + 2 * hj + i / 4 + 4 * a) * Fast::kVtGroupPitch +
+                      ((2 * i + j2) % 8) * 16;
 #pragma unroll
-    for (uint32_t G = 0; G < 4; ++G) {
-      uint32_t v[4];
-      ldmatrix_x4_trans(v, ra + G * 16 * 128);
-      stmatrix_x4(wa + G * 128, __byte_perm(v[0], v[1], 0x6420), __byte_perm(v[0], v[1], 0x7531),
-                  __byte_perm(v[2], v[3], 0x6420), __byte_perm(v[2], v[3], 0x7531));
-    }
+  for (uint32_t G = 0; G < 4; ++G) {
+    uint32_t v[4];
+    ldmatrix_x4_trans(v, ra + G * 16 * 128);
+    stmatrix_x4(wa + G * 128, __byte_perm(v[0], v[1], 0x6420), __byte_perm(v[0], v[1], 0x7531),
+                __byte_perm(v[2], v[3], 0x6420), __byte_perm(v[2], v[3], 0x7531));
   }
+}
+// The whole share, the column groups a rolled loop (unrolled, with the loads of group a + 1
+// issued before the stores of group a, it was no faster: H200, 2026-12-03, V2 1.8% faster, V1
+// 1.4% and S2 3.5% slower).
+__device__ __forceinline__ void transpose_v(uint32_t codes, uint32_t vt) {
+#pragma unroll 1
+  for (uint32_t a = 0; a < 4; ++a) transpose_v_group(codes, vt, a);
 }
 
 // P's codes from the probabilities p (softmax_tile's s, in the accumulator layout), as p x 448

@@ -104,10 +104,12 @@ __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, floa
 // e4m3(q x inv), scale = 1 / inv; a NaN or infinity leaves NaN codes, so the row ends NaN and is
 // recomputed). Thread t holds unit t % 8 of each block of rows t / 8 and t / 8 + 32 (copy_q's
 // units, so its own cp.async wait is all it needs first); the 8 lanes of a row meet by
-// shuffles. The codes land over other rows' bytes, so every consumer thread meets at a barrier
-// between the reads and the writes. The caller publishes the codes (proxy fence and barrier).
+// shuffles. The codes go to s_codes (Fast::kQCodesOffset: apart from the 16-bit rows, so no
+// barrier between the reads and the writes). The caller publishes the codes (proxy fence and
+// barrier).
 template <typename T>
-__device__ __forceinline__ void quantize_q_e4m3(uint8_t* s_q, float* s_scale, float kv_scale) {
+__device__ __forceinline__ void quantize_q_e4m3(const uint8_t* s_q, uint8_t* s_codes,
+                                                float* s_scale, float kv_scale) {
   constexpr int kBlocks = kQKDim / 64;
   const int tid = static_cast<int>(threadIdx.x), u = tid % 8;
   uint2 codes[2][kBlocks];
@@ -138,14 +140,13 @@ __device__ __forceinline__ void quantize_q_e4m3(uint8_t* s_q, float* s_scale, fl
       codes[i][kb] = make_uint2(four(v[kb].x, v[kb].y), four(v[kb].z, v[kb].w));
     if (u == 0) s_scale[r] = __frcp_rn(inv) * kv_scale;
   }
-  named_barrier_sync<1, Tile::kConsumerThreads>();  // every consumer has read its 16-bit units
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = tid / 8 + 32 * i;
 #pragma unroll
     for (int kb = 0; kb < kBlocks; ++kb) {
       const uint32_t c = 64 * kb + 8 * u;
-      *reinterpret_cast<uint2*>(s_q + (kb < 8 ? code_offset(r, c) : tail_offset(r, c))) =
+      *reinterpret_cast<uint2*>(s_codes + (kb < 8 ? code_offset(r, c) : tail_offset(r, c))) =
           codes[i][kb];
     }
   }
@@ -223,11 +224,14 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 //   half and arrives on the full barrier, as the scoring warpgroup's threads do for the
 //   other half.
 // - kFast (e4m3, fast mode): the codes land where wgmma reads them (code_offset, tail_offset)
-//   by cp.async, arriving on the "codes landed" mbarrier, and that is all: the consumer
-//   warpgroup that does not score the tile writes its V^T (transpose_v) while the other scores
-//   it, and arrives on the full barrier. (The producer's warps transposing it between the
-//   tile's landing and the next tile's copies held V2 at 0.377 ms against 0.313: H200,
-//   2026-12-03, sm90/DESIGN_NOTES.md.)
+//   by cp.async, into Tile::Fast's three stages of codes; each thread announces a tile on the
+//   stage's "codes landed" mbarrier with a plain arrival once cp.async.wait_group has seen its
+//   copies land, a tile later (the consumers read codes with ldmatrix, and racecheck did not
+//   follow cp.async.mbarrier.arrive to them), and that is all: the consumers write V^T
+//   (fast_pipeline.cuh) and free the stage once the tile is scored and transposed. (The producer's
+//   warps transposing each tile themselves were slower every way it was tried: H200, 2026-12-03, V2
+//   0.377 ms against 0.313 between a tile's landing and the next tile's copies, and 0.344-0.424
+//   after them; sm90/DESIGN_NOTES.md.)
 // - kTma (pages of 64 rows or more; `kv_map` from kv_tensor_map.h): a whole tile within one
 //   page goes by TMA instead. 16-bit: producer thread 0 announces the tile's 73728 bytes on
 //   the full barrier and issues the 9 tensor copies of its 64-value blocks (each lands in the
@@ -267,10 +271,13 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
 #pragma unroll
     for (int i = 0; i < kRowsEach; ++i) ids[i] = next[i];
     page_ids(tile + 1, next);
-    const int s = tile % Tile::kStages;
-    if (tile >= Tile::kStages)  // the consumers are done with the tile kStages before
-      mbar_wait(s_base + Tile::kEmptyOffset + 8 * s, (tile / Tile::kStages - 1) & 1);
-    const uint32_t stage = s_base + s * Tile::kStageBytes;
+    // Fast mode: kCodeStages stages of codes, freed once scored and transposed (Tile::Fast).
+    constexpr int kStages = kFast ? Fast::kCodeStages : Tile::kStages;
+    const int s = tile % kStages;
+    if (tile >= kStages)  // the consumers are done with the tile kStages before
+      mbar_wait(s_base + (kFast ? Fast::kFreeOffset : Tile::kEmptyOffset) + 8 * s,
+                (tile / kStages - 1) & 1);
+    const uint32_t stage = s_base + s * (kFast ? Fast::kCodeBytes : Tile::kStageBytes);
     const uint32_t full = s_base + Tile::kFullOffset + 8 * s;
     bool whole = false;  // a whole tile inside one page, for TMA
     const int first = w.tok_begin + tile * Tile::kTokens, last = first + Tile::kTokens - 1;
@@ -290,7 +297,7 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
         continue;
       }
     }
-    const uint32_t landed = s_base + Tile::kLandedOffset + 8 * s;
+    const uint32_t landed = s_base + (kFast ? Fast::kLandedOffset : Tile::kLandedOffset) + 8 * s;
     if (kE4M3 && whole) {
       constexpr int kBoxes = (kQKDim + 127) / 128;
       if (pt == 0) {
@@ -338,11 +345,22 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
             cp_async_16(stage + tile_offset(r, kb, u), src + kb * 128, bytes);
         }
       }
-      if constexpr (kE4M3) cp_async_mbar_arrive(landed);  // when this thread's codes land
+      if constexpr (kFast) {
+        // Tile - 1's copies are waited for here, with this tile's in flight, and announced by a
+        // plain arrival (racecheck does not follow cp.async.mbarrier.arrive to this pipeline's
+        // readers: sm90/DESIGN_NOTES.md); the last tile's after the loop.
+        cp_async_commit();
+        if (tile > 0) {
+          cp_async_wait<1>();
+          mbar_arrive(s_base + Fast::kLandedOffset + 8 * ((tile - 1) % kStages));
+        }
+      } else if constexpr (kE4M3) {
+        cp_async_mbar_arrive(landed);  // when this thread's codes land
+      }
     }
     if constexpr (kFast) {
-      // Nothing more: the consumer warpgroup that does not score the tile writes its V^T and
-      // arrives on the full barrier (consume in verify_wgmma.cuh).
+      // Nothing more: the consumer warpgroup that does not score the tile writes its V^T
+      // (fast_pipeline.cuh).
     } else if constexpr (kE4M3) {
       // Every copy of the tile has landed (the consumers' half of the rows too, which the
       // warpgroup that scores the tile widens: widen_own_half in verify_wgmma.cuh).
@@ -352,6 +370,12 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
       mbar_arrive(full);
     } else {
       cp_async_mbar_arrive(full);
+    }
+  }
+  if constexpr (kFast) {
+    if (n_tiles > 0) {
+      cp_async_wait<0>();
+      mbar_arrive(s_base + Fast::kLandedOffset + 8 * ((n_tiles - 1) % Fast::kCodeStages));
     }
   }
 }

@@ -33,24 +33,47 @@ struct WgmmaTile {
   static constexpr int kBlockBytes = kTokens * 128;  // 64 rows of a 64-value block: 8192
   static constexpr int kStageBytes = kQKDim / 64 * kBlockBytes;
   static_assert(kRows == kTokens, "Q and a KV tile share the layout");
-  // Fast mode (an e4m3 cache, e4m3 products; fast_operands.cuh): wgmma takes 8-bit operands
-  // K-major only, so a stage holds the tile's codes for the scores and V transposed for P V,
-  // and Q's codes sit at kQOffset in the same layout as K's.
+  // Fast mode (an e4m3 cache, e4m3 products; fast_pipeline.cuh, fast_operands.cuh) has a map of
+  // its own. wgmma takes 8-bit operands K-major only, so a tile's codes serve the scores and V
+  // transposed (V^T) serves P V; the two live apart so that a tile's codes are freed once it is
+  // scored and transposed, before its P V: three stages of codes let the scores of a tile run
+  // ahead of the other warpgroup's P.
   struct Fast {
     // Codes 0-511 of a row: blocks 0-3 of 128 codes in the 128-byte swizzle (row r's 128
     // bytes at 128 r of the block); codes 512-575: one block of 64 in the 64-byte swizzle
-    // (row r's 64 bytes at kTailOffset + 64 r).
+    // (row r's 64 bytes at kTailOffset + 64 r). A stage of codes, and Q's codes, so laid out.
     static constexpr int kTailCode = 512;
     static constexpr int kTailOffset = 4 * kBlockBytes;
     static constexpr int kCodeBytes = kTailOffset + kTokens * 64;
-    // V^T, a warpgroup's 256 columns each: column n's 64 tokens (P's k order) as 4 core
-    // matrices of 16 k positions, 128 bytes apart; 8-column groups kVtGroupPitch apart (16
-    // bytes more than their 512, for transpose_v's conflict-free stores).
-    static constexpr int kVtOffset = kCodeBytes;
+    static constexpr int kCodeStages = 3;
+    static constexpr int kQCodesOffset = kCodeStages * kCodeBytes;
+    // V^T of a tile, a warpgroup's 256 columns each: column n's 64 tokens (P's k order) as 4
+    // core matrices of 16 k positions, 128 bytes apart; 8-column groups kVtGroupPitch apart
+    // (16 bytes more than their 512, for transpose_v's conflict-free stores). Two buffers (tile
+    // t in t % 2), then two of P's codes (64 rows x 64 tokens, p8_desc's layout). Q's 16-bit
+    // rows land in the same bytes first (copy_q) and leave as codes (quantize_q_e4m3).
     static constexpr int kVtGroupPitch = 8 * kTokens + 16;
     static constexpr int kVtBytes = 256 / 8 * kVtGroupPitch;
-    static_assert(kVtOffset + 2 * kVtBytes <= kStageBytes, "codes and V^T fit a stage");
+    static constexpr int kVtOffset = kQCodesOffset + kCodeBytes;
+    static constexpr int kQ16Offset = kVtOffset;
+    static constexpr int kPBytes = kRows * kTokens;
+    static constexpr int kPOffset = kVtOffset + 2 * 2 * kVtBytes;
+    static constexpr int kRegionEnd =
+        kPOffset + 2 * kPBytes > kQ16Offset + kQKDim / 64 * kBlockBytes
+            ? kPOffset + 2 * kPBytes
+            : kQ16Offset + kQKDim / 64 * kBlockBytes;
+    // mbarriers a stage of codes: landed (the producer's 128 threads, each once its copies have
+    // landed), free (scored by its owner's 4 warps and transposed by the other's 128 threads);
+    // a V^T buffer: full (the transposing warpgroup's 128 threads), free (its owner's 4 warps,
+    // after their P V). The P-ready mbarriers, the rows' maxima and sums and the epilogue's
+    // staging are the 16-bit map's (below).
+    static constexpr int kLandedOffset = kRegionEnd;
+    static constexpr int kFreeOffset = kLandedOffset + kCodeStages * 8;
+    static constexpr int kVtFullOffset = kFreeOffset + kCodeStages * 8;
+    static constexpr int kVtFreeOffset = kVtFullOffset + 2 * 8;
+    static constexpr int kEnd = kVtFreeOffset + 2 * 8;
     static_assert(kTailOffset % 512 == 0, "the 64-byte swizzle's 512-byte atoms");
+    static_assert(kCodeBytes % 1024 == 0 && kQ16Offset % 1024 == 0, "the 128-byte swizzle's atoms");
   };
   // P (16-bit, rows x tokens) of the last scored tile, for the other warpgroup's P V, without
   // swizzle: 8-row groups of kTokens values, the 8 rows interleaved 16 bytes at a time (one
@@ -78,6 +101,9 @@ struct WgmmaTile {
   // producer may widen them (operands.cuh).
   static constexpr int kLandedOffset = kPReadyOffset + kWarpgroups * 8;
   static constexpr int kSmemBytes = kLandedOffset + kStages * 8;
+  static_assert(Fast::kEnd <= kMaxOffset, "fast mode's map ends below the shared maxima");
+  static_assert(2 * Fast::kCodeBytes >= kRows * kOutPitch,
+                "the epilogue's rows fit two stages of codes");
   static_assert(kSmemBytes <= 227 * 1024, "must fit a block of sm_90");
   static_assert(kFullOffset % 8 == 0, "mbarriers are 8-byte aligned");
 };

@@ -29,9 +29,9 @@
 // In fast mode (kFast: Q and P in e4m3, the portable kernel's fast-mode contract) the products
 // are e4m3 wgmma, which takes 8-bit operands K-major only: Q is rounded to codes a row with a
 // scale (quantize_q_e4m3), K's codes are used as they land, the warpgroup that does not score a
-// tile transposes its V into V^T while the other scores it, and P's codes (p x 448) go from the
-// score accumulators to P V in place: fast_operands.cuh has the layouts and the k order that
-// makes that possible.
+// tile transposes its V into V^T, and P's codes (p x 448) go from the score accumulators to P V
+// in place: fast_operands.cuh has the layouts and the k order that makes that possible, and
+// fast_pipeline.cuh the consumers' pass, whose stages are not the 16-bit kernel's.
 // Figures and limits: DESIGN_NOTES.md beside this file.
 #pragma once
 
@@ -42,6 +42,7 @@
 #include "cuda/mma/nonfinite.cuh"
 #include "cuda/mma/tile_ops.cuh"
 #include "cuda/sm90/epilogue.cuh"
+#include "cuda/sm90/fast_pipeline.cuh"
 #include "cuda/sm90/operands.cuh"
 #include "cuda/sm90/softmax.cuh"
 #include "cuda/sm90/tile.h"
@@ -64,16 +65,8 @@ static_assert(Tile::kStages == Tile::kWarpgroups);
 // g a run-time value the kernel's code is a third smaller, and the code each CTA fetches cold
 // half as large (H200, 2026-12-03: V1 3.4%, S2 6% faster; DESIGN_NOTES.md). The exact-mode
 // e4m3 kernels call it with g constant (a copy a warpgroup): one shared copy spilled 52-64 bytes
-// there. kFast (an e4m3 cache in fast mode): Q's and K's codes (fast_operands.cuh) give the scores
-// in 18 wgmma m64n64k32 e4m3, P's codes (p x 448) and the producer's V^T give P V in 2 m64n256k32.
-// Fast mode's score chains, in k32 steps: Hopper's FP8 tensor cores add with about 14 bits
-// kept (the DeepSeek-V3 report, section 3.3.2), so the deeper a chain the larger the scores'
-// error; each chain ends in a wait, so the shorter the slower. H200, 2026-12-03, V2 against
-// the oracle with the kernel's rounding (lse, nats) and V2's time: one chain of 18, 8.8e-3;
-// chains of 4, 1.9e-3 and 0.400 ms; of 2, 1.3e-3 and 0.445 ms; of 1, 6.3e-4 and 0.540 ms
-// (cuda/sm90/DESIGN_NOTES.md, "Fast mode").
-inline constexpr int kFastChain = 4;
-template <typename M, bool kE4M3, bool kFast = false>
+// there. Fast mode has a pass of its own (consume_fast, fast_pipeline.cuh).
+template <typename M, bool kE4M3>
 __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
                                         uint8_t* smem, Rows& rows, float (&o)[128], int g) {
   const uint32_t s_base = smem_addr(smem);
@@ -94,17 +87,11 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   const uint32_t p_mine = s_base + Tile::kPReadyOffset + 8 * g;
   const uint32_t p_theirs = s_base + Tile::kPReadyOffset + 8 * (1 - g);
   // Waits until tile t has landed: the copies (generic proxy), seen through the mbarrier, for
-  // wgmma (both warpgroups wait; the one that does not score the tile finds it landed). In fast
-  // mode the full barrier says that the tile's V^T is written (pv_theirs).
-  // `barrier`: a stage's mbarrier (its offset for stage 0), waited for on tile t's phase.
-  auto wait_stage = [&](uint32_t barrier, int t) {
-    mbar_wait(s_base + barrier + 8 * (t % Tile::kStages), (t / Tile::kStages) & 1);
+  // wgmma (both warpgroups wait; the one that does not score the tile finds it landed).
+  auto wait_tile = [&](int t) {
+    mbar_wait(s_base + Tile::kFullOffset + 8 * (t % Tile::kStages), (t / Tile::kStages) & 1);
     fence_proxy_async();
   };
-  auto wait_tile = [&](int t) { wait_stage(Tile::kFullOffset, t); };
-  // Fast mode: waits until tile t's codes have landed (the "codes landed" mbarrier), which is all
-  // its scores read; V^T, which the other warpgroup writes after that, only its P V (wait_tile).
-  auto wait_codes = [&](int t) { wait_stage(Tile::kLandedOffset, t); };
   auto stage = [&](int t) { return s_base + (t % Tile::kStages) * Tile::kStageBytes; };
   // e4m3: the warpgroup that scores tile t widens rows 32-63 of its codes once they have landed
   // (the producer widens rows 0-31) and arrives on its full mbarrier beside the producer.
@@ -124,48 +111,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // mma.sync chains are 9 steps, 144 deep) and two of 18 up to 9.1e-6 (fp16). Two accumulators
   // (a third, beside O, spills): steps 0-23 alternate between them and are summed, then steps
   // 24-35 run into the second again: chains of 12, summed in fp32, at the cost of one wait.
-  // Fast mode: 18 k32 steps of codes (Q's and K's blocks 0-3, then their tail block) in
-  // chains of kFastChain steps, each summed into sv in fp32 after its wait.
-  auto scores_fast = [&](int t, float(&sv)[32]) {
-    wait_codes(t);
-    uint64_t qd = codes_desc(s_base + Tile::kQOffset), kd = codes_desc(stage(t));
-    float sc[32];
-    constexpr int kSteps = kQKDim / 32;
-#pragma unroll
-    for (int c0 = 0; c0 < kSteps; c0 += kFastChain) {
-      fence_accumulators(sv);
-      fence_accumulators(sc);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = c0; ks < c0 + kFastChain && ks < kSteps; ++ks) {
-        if (ks == Fast::kTailCode / 32) {
-          qd = tail_desc(s_base + Tile::kQOffset);
-          kd = tail_desc(stage(t));
-        }
-        if (c0 == 0)
-          wgmma_m64n64k32_e4m3(sv, qd, kd, ks > c0);
-        else
-          wgmma_m64n64k32_e4m3(sc, qd, kd, ks > c0);
-        const uint32_t next = ks % 4 == 3 ? Tile::kBlockBytes - 96 : 32;
-        qd = plus(qd, next);
-        kd = plus(kd, next);
-        asm volatile("" : "+l"(qd), "+l"(kd));
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_accumulators(sv);
-      fence_accumulators(sc);
-      if (c0 > 0) {
-#pragma unroll
-        for (int i = 0; i < 32; ++i) sv[i] += sc[i];
-      }
-    }
-  };
   auto scores = [&](int t, float(&sv)[32]) {
-    if constexpr (kFast) {
-      scores_fast(t, sv);
-      return;
-    }
     constexpr int kSteps = kQKDim / 16, kSplit = 24;
     if constexpr (kE4M3) widen_own_half(t);
     wait_tile(t);
@@ -215,12 +161,6 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // against bar.sync, racecheck reported hazards on the epilogue's row sums). O must not be in
   // flight; left running.
   auto pv_theirs = [&](int t) {
-    if constexpr (kFast) {  // V^T of the other's tile, by this warpgroup (transpose_v's comment)
-      wait_codes(t);
-      transpose_v(stage(t));
-      fence_proxy_async();  // V^T, for wgmma's reads (this warpgroup's and the other's)
-      mbar_arrive(s_base + Tile::kFullOffset + 8 * (t % Tile::kStages));
-    }
     wait_tile(t);
     mbar_wait(p_theirs, (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
     float alpha[2];
@@ -232,46 +172,30 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     }
     scale_o(alpha);
     wgmma_fence();
-    if constexpr (kFast) {
 #pragma unroll
-      for (int ks = 0; ks < Tile::kTokens / 32; ++ks)
-        wgmma_m64n256k32_e4m3(o, plus(p8_desc(s_base + Tile::kPOffset), ks * 256),
-                              plus(vt_desc(stage(t), g), ks * 256), true);
-    } else {
-#pragma unroll
-      for (int ks = 0; ks < Tile::kTokens / 16; ++ks)
-        wgmma_m64n256k16<M, 1>(o, plus(p_desc, ks * 256), plus(v_desc(t), 16 * ks * 128), true);
-    }
+    for (int ks = 0; ks < Tile::kTokens / 16; ++ks)
+      wgmma_m64n256k16<M, 1>(o, plus(p_desc, ks * 256), plus(v_desc(t), 16 * ks * 128), true);
     wgmma_commit();
   };
   // P of this warpgroup's tile t (softmax_tile's pa) and the rows' max to the other warpgroup
   // (mbarrier p_mine), then O = alpha O + P V with P from registers, left running. P's buffer
   // must be free: its last reader is this warpgroup's P V of the other's tile before.
-  constexpr int kPRegs = kFast ? 8 : 16;  // P of a tile in registers: e4m3 codes or 16-bit pairs
+  constexpr int kPRegs = 16;  // P of a tile in registers: 16-bit pairs
   auto pv_mine = [&](const uint32_t(&pa)[kPRegs], const float(&alpha)[2], int t) {
-    publish_p<kFast>(rows, pa, s_p, s_max);
+    publish_p<false>(rows, pa, s_p, s_max);
     fence_proxy_async();
-    mbar_arrive(p_mine);                // releases this thread's stores
-    if constexpr (kFast) wait_tile(t);  // V^T (its scores waited for the codes only)
+    mbar_arrive(p_mine);  // releases this thread's stores
     scale_o(alpha);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kPRegs / 4; ++ks) {
       const uint32_t a[4] = {pa[4 * ks], pa[4 * ks + 1], pa[4 * ks + 2], pa[4 * ks + 3]};
-      if constexpr (kFast)
-        wgmma_m64n256k32_e4m3_rs(o, a, plus(vt_desc(stage(t), g), ks * 256), true);
-      else
-        wgmma_m64n256k16_rs<M, 1>(o, a, plus(v_desc(t), 16 * ks * 128), true);
+      wgmma_m64n256k16_rs<M, 1>(o, a, plus(v_desc(t), 16 * ks * 128), true);
     }
     wgmma_commit();
   };
   // The probabilities of a scored tile as P's registers.
-  auto to_p = [&](const float(&sv)[32], uint32_t(&pa)[kPRegs]) {
-    if constexpr (kFast)
-      pack_p8(sv, pa);
-    else
-      pack_p<M>(sv, pa);
-  };
+  auto to_p = [&](const float(&sv)[32], uint32_t(&pa)[kPRegs]) { pack_p<M>(sv, pa); };
   // The P V of tile t done, and the tile released by this warp.
   auto finish = [&](int t) {
     wgmma_wait<0>();
@@ -336,20 +260,32 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   if (threadIdx.x == 0) {
     // A stage's full barrier: the producer's threads, and on an e4m3 cache in exact mode the
     // threads of the consumer warpgroup that scores its tiles (tile t is warpgroup t % 2's and
-    // stage t % 2's), which widen half of each tile's rows (operands.cuh); in fast mode only the
-    // threads of the other warpgroup, which write the tile's V^T (consume).
+    // stage t % 2's), which widen half of each tile's rows (operands.cuh). Fast mode has
+    // barriers of its own (tile.h, Tile::Fast; fast_pipeline.cuh).
     constexpr int kProducers = Tile::kThreads - Tile::kConsumerThreads;
     constexpr int kWarpgroupThreads = Tile::kConsumerThreads / Tile::kWarpgroups;
-    for (int s = 0; s < Tile::kStages; ++s) {
-      mbar_init(s_base + Tile::kFullOffset + 8 * s,
-                kFast ? kWarpgroupThreads : kProducers + (kWiden ? kWarpgroupThreads : 0));
-      mbar_init(s_base + Tile::kEmptyOffset + 8 * s, Tile::kConsumerThreads / 32);
-    }
+    constexpr int kConsumerWarps = Tile::kConsumerThreads / 32;
     for (int g = 0; g < Tile::kWarpgroups; ++g)
-      mbar_init(s_base + Tile::kPReadyOffset + 8 * g, Tile::kConsumerThreads / Tile::kWarpgroups);
-    if constexpr (kE4M3)  // every producer thread arrives, by TMA or when its cp.async land
-      for (int s = 0; s < Tile::kStages; ++s)
-        mbar_init(s_base + Tile::kLandedOffset + 8 * s, kProducers);
+      mbar_init(s_base + Tile::kPReadyOffset + 8 * g, kWarpgroupThreads);
+    if constexpr (kFast) {
+      for (int s = 0; s < Fast::kCodeStages; ++s) {
+        mbar_init(s_base + Fast::kLandedOffset + 8 * s, kProducers);  // their cp.async landed
+        mbar_init(s_base + Fast::kFreeOffset + 8 * s,  // scored (4 warps), transposed (128 threads)
+                  kConsumerWarps / 2 + kWarpgroupThreads);
+      }
+      for (int b = 0; b < 2; ++b) {
+        mbar_init(s_base + Fast::kVtFullOffset + 8 * b, kWarpgroupThreads);   // V^T written
+        mbar_init(s_base + Fast::kVtFreeOffset + 8 * b, kConsumerWarps / 2);  // owner's P V done
+      }
+    } else {
+      for (int s = 0; s < Tile::kStages; ++s) {
+        mbar_init(s_base + Tile::kFullOffset + 8 * s,
+                  kProducers + (kWiden ? kWarpgroupThreads : 0));
+        mbar_init(s_base + Tile::kEmptyOffset + 8 * s, kConsumerWarps);
+        if constexpr (kE4M3)  // every producer thread arrives, by TMA or when its cp.async land
+          mbar_init(s_base + Tile::kLandedOffset + 8 * s, kProducers);
+      }
+    }
     mbar_init_fence();
   }
   __syncthreads();  // the mbarriers; the last barrier the producer warpgroup joins
@@ -362,7 +298,8 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
 
   // kv_scale's load (e4m3) in flight beside Q's copies.
   const float v_scale = kE4M3 ? __ldg(p.kv_scale) : 1.f;  // O's factor
-  copy_q(p, w, s_q);
+  // Fast mode: Q's 16-bit rows land where V^T and P go later (Tile::Fast), as codes beside.
+  copy_q(p, w, kFast ? s_base + Fast::kQ16Offset : s_q);
   cp_async_commit();
   Rows rows;
 #pragma unroll
@@ -382,7 +319,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   // until the epilogue), each thread on the Q units it copied; K and V are the cache's codes
   // (widened in exact mode), so the scores take kv_scale and so does O.
   if constexpr (kFast)
-    quantize_q_e4m3<T>(smem + Tile::kQOffset, s_lse, v_scale);
+    quantize_q_e4m3<T>(smem + Fast::kQ16Offset, smem + Fast::kQCodesOffset, s_lse, v_scale);
   else if constexpr (kE4M3)
     prepare_q_f16<T>(smem + Tile::kQOffset, s_lse, v_scale);
   fence_proxy_async();
@@ -394,8 +331,10 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
       consume<M, kE4M3>(p, w, n_tiles, smem, rows, o, 0);
     else
       consume<M, kE4M3>(p, w, n_tiles, smem, rows, o, 1);
+  } else if constexpr (kFast) {
+    consume_fast(p, w, n_tiles, smem, rows, o, wg);
   } else {
-    consume<M, kE4M3, kFast>(p, w, n_tiles, smem, rows, o, wg);
+    consume<M, kE4M3>(p, w, n_tiles, smem, rows, o, wg);
   }
   // Every tile has landed and been read (each was waited for), so the stages are free: stage 0
   // for the rows' way out, then for the recomputed rows' O.
