@@ -3,6 +3,7 @@
 # experiment's compile-time switch), beside the normal build, for an A/B on the device machine:
 #   scripts/build_variant.sh OUT SOURCE FLAGS...
 #   e.g. scripts/build_variant.sh /tmp/tv-exp1 src/cuda/sm90/verify_wgmma.cu -DTV_EXPERIMENT=1
+# TV_VARIANT_TARGET=tests/treeverify_gpu_tests links the GPU tests instead of the tool.
 # OUT is a stripped binary; gzip it into .devpkg/bin/ (scripts/device_package.sh first) and run
 # it there by name. The object is compiled with build-dev's own command for SOURCE plus FLAGS,
 # put into a copy of libtreeverify.a and linked with build-dev's link command, all outside
@@ -32,8 +33,9 @@ obj=$(sed -E 's/.* -o ([^ ]+).*/\1/' <<<"$compile")
 ${compile/ -o $obj/ -o $work/$(basename "$obj")} "$@"
 cp src/libtreeverify.a "$work/"
 ar r "$work/libtreeverify.a" "$work/$(basename "$obj")"
-link=$(ninja -t commands tools/treeverify | tail -1 | sed 's/^: && //; s/ && :$//')
-link=${link/ -o tools\/treeverify / -o $out }
+target=${TV_VARIANT_TARGET:-tools/treeverify}
+link=$(ninja -t commands "$target" | tail -1 | sed 's/^: && //; s/ && .*$//')
+link=${link/ -o $target / -o $out }
 # shellcheck disable=SC2086
 ${link/ src\/libtreeverify.a / $work/libtreeverify.a }
 strip "$out"
