@@ -89,13 +89,17 @@ __device__ __forceinline__ void transpose_v_group(uint32_t codes, uint32_t vt, u
   const uint32_t wa = vt + (w / 2) * Fast::kVtBytes +
                       (16 * (w % 2) + 2 * hj + i / 4 + 4 * a) * Fast::kVtGroupPitch +
                       ((2 * i + j2) % 8) * 16;
+  // The four loads before the four stores: in load-store pairs each load waited out the last
+  // one's latency (the shared-memory asm keeps its order; H200, 2026-12-04, ncu: the permutes
+  // after each load held 16% of the consumers' warp samples).
+  uint32_t v[4][4];
 #pragma unroll
-  for (uint32_t G = 0; G < 4; ++G) {
-    uint32_t v[4];
-    ldmatrix_x4_trans(v, ra + G * 16 * 128);
-    stmatrix_x4(wa + G * 128, __byte_perm(v[0], v[1], 0x6420), __byte_perm(v[0], v[1], 0x7531),
-                __byte_perm(v[2], v[3], 0x6420), __byte_perm(v[2], v[3], 0x7531));
-  }
+  for (uint32_t G = 0; G < 4; ++G) ldmatrix_x4_trans(v[G], ra + G * 16 * 128);
+#pragma unroll
+  for (uint32_t G = 0; G < 4; ++G)
+    stmatrix_x4(wa + G * 128, __byte_perm(v[G][0], v[G][1], 0x6420),
+                __byte_perm(v[G][0], v[G][1], 0x7531), __byte_perm(v[G][2], v[G][3], 0x6420),
+                __byte_perm(v[G][2], v[G][3], 0x7531));
 }
 // The whole share, the column groups a rolled loop (unrolled, with the loads of group a + 1
 // issued before the stores of group a, it was no faster: H200, 2026-12-03, V2 1.8% faster, V1
