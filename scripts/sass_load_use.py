@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""How soon each load's result is used, in a kernel's SASS (`cuobjdump -sass` text), read
+statically: for every shared-memory load (LDS, LDSM) and global load (LDG), the number of
+instructions between it and the first instruction that reads one of its destination registers
+in the straight-line code after it (a branch or the function's end stops the search: "past
+branch"). A load used within a few instructions waits out its whole latency unless other warps
+hide it; where the loads of a loop all write the same registers (each load after the previous
+one's use), their latencies add up. That is what held fast mode's V transposition: each
+ldmatrix came after the previous piece's stmatrix, because shared-memory asm statements keep
+their order (H200, 2026-12-04, src/cuda/sm90/DESIGN_NOTES.md). Pair it with ncu's samples
+(scripts/sass_hotspots.py): a short distance matters where the samples are.
+
+The register reading is approximate: an operand Rn of an MMA instruction (HMMA, QMMA, IMMA,
+HGMMA, QGMMA) counts as Rn..Rn+3, of a .64 (.128) instruction as Rn..Rn+1 (+3), so a use may
+be reported early, never late.
+
+Usage: sass_load_use.py SASS_TEXT [--function SUBSTRING] [--near N] [--top K]
+  SASS_TEXT: cuobjdump -sass output (several functions: each is read on its own; --function
+  keeps those whose name contains SUBSTRING). --near: the distance under which a load counts
+  as used at once (default 4). --top: how many such loads to list (default 30).
+Example:
+  cuobjdump -sass build-dev/src/CMakeFiles/treeverify.dir/cuda/sm90/verify_wgmma.cu.o > /tmp/k.sass
+  scripts/sass_load_use.py /tmp/k.sass --function Lb1ELb1ELb0E"""
+import argparse
+import re
+import sys
+from collections import Counter
+
+INSN = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+FUNC = re.compile(r"^\s+Function : (\S+)")
+REG = re.compile(r"(?<![A-Z_])R(\d+)\b")
+LOADS = ("LDS", "LDSM", "LDG")
+# Opcodes whose first operand is read, not written.
+NO_DEST = ("ST", "STS", "STSM", "STG", "RED", "BAR", "BRA", "EXIT", "WARPSYNC", "MEMBAR", "FENCE",
+           "DEPBAR", "NOP", "SYNCS", "WARPGROUP", "BSYNC", "BSSY", "CALL", "RET", "LDGDEPBAR",
+           "ERRBAR", "CCTL", "UTMALDG", "UTMASTG", "UBLKCP", "LDGSTS")
+MMA = ("HMMA", "QMMA", "IMMA", "HGMMA", "QGMMA", "IGMMA")
+
+
+def width(opcode: str) -> int:
+    """Registers an operand of this opcode spans (approximately)."""
+    base = opcode.split(".")[0]
+    if base in MMA or ".128" in opcode or re.search(r"\.(M88|MT88)\.4", opcode):
+        return 4
+    if ".64" in opcode or re.search(r"\.(M88|MT88)\.2", opcode):
+        return 2
+    return 1
+
+
+def parse(text: str) -> dict[str, list[tuple[int, str, str, list[str]]]]:
+    """Each function's instructions: (address, opcode, text, operands)."""
+    funcs: dict[str, list] = {}
+    current = None
+    for line in text.splitlines():
+        m = FUNC.match(line)
+        if m:
+            current = m.group(1)
+            funcs[current] = []
+            continue
+        m = INSN.match(line)
+        if not m or current is None:
+            continue
+        body = re.sub(r"^@!?U?P\w+\s+", "", m.group(2))
+        opcode, _, rest = body.partition(" ")
+        funcs[current].append((int(m.group(1), 16), opcode, m.group(2), [o.strip() for o in rest.split(",")]))
+    return funcs
+
+
+def regs(operand: str, span: int) -> set[int]:
+    out = set()
+    for r in REG.findall(operand):
+        out.update(range(int(r), int(r) + span))
+    return out
+
+
+def distances(insns, near: int):
+    """(address, load text, distance or None, user text) for each load."""
+    out = []
+    for i, (addr, opcode, text, ops) in enumerate(insns):
+        if opcode.split(".")[0] not in LOADS or not ops or not REG.match(ops[0]):
+            continue
+        dest = regs(ops[0], width(opcode))
+        dist, user = None, "past branch"
+        for j in range(i + 1, len(insns)):
+            _, op2, text2, ops2 = insns[j]
+            base2 = op2.split(".")[0]
+            reads = ops2 if base2 in NO_DEST else ops2[1:]
+            if base2 in MMA:
+                reads = ops2  # the accumulator is read too
+            if any(regs(o, width(op2)) & dest for o in reads):
+                dist, user = j - i - 1, text2
+                break
+            if base2 in ("BRA", "EXIT", "RET", "CALL"):
+                break
+            if base2 not in NO_DEST and ops2 and regs(ops2[0], width(op2)) & dest:
+                dist, user = None, "overwritten unread"
+                break
+        out.append((addr, text, dist, user))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("sass")
+    ap.add_argument("--function", default="")
+    ap.add_argument("--near", type=int, default=4)
+    ap.add_argument("--top", type=int, default=30)
+    a = ap.parse_args()
+    funcs = {k: v for k, v in parse(open(a.sass).read()).items() if a.function in k}
+    if not funcs:
+        sys.exit("no function matches")
+    for name, insns in funcs.items():
+        d = distances(insns, a.near)
+        buckets = Counter()
+        for _, text, dist, _ in d:
+            kind = text.split()[1] if text.startswith("@") else text.split()[0]
+            kind = kind.split(".")[0]
+            b = "past branch" if dist is None else ("near" if dist < a.near else "far")
+            buckets[kind, b] += 1
+        print(f"{name}: {len(insns)} instructions, {len(d)} loads")
+        for kind in LOADS:
+            row = [f"{b} {buckets[kind, b]}" for b in ("near", "far", "past branch") if buckets[kind, b]]
+            if row:
+                print(f"  {kind:5s} " + ", ".join(row) + f"   (near: used within {a.near} instructions)")
+        shown = [x for x in d if x[2] is not None and x[2] < a.near][: a.top]
+        for addr, text, dist, user in shown:
+            print(f"  {addr:#07x} +{dist}  {text[:60]:60s} -> {user[:60]}")
+
+
+if __name__ == "__main__":
+    main()
