@@ -135,25 +135,13 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
     }
     free_scored(t);
   };
-  auto scale_o = [&](const float(&alpha)[2]) {
-    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-      for (int i = 0; i < 128; ++i) o[i] *= alpha[(i / 2) % 2];
-    }
-    fence_accumulators(o);
-  };
   // Step 2: O = alpha O + P V for the other warpgroup's tile t (its P and max from shared
   // memory once published), left running.
   auto pv_theirs = [&](int t) {
     mbar_wait(p_theirs(), (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
     float alpha[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float m_ref;
-      alpha[h] = rescale(rows, h, s_max[rows.r[h]], &m_ref);
-      rows.l[h] *= alpha[h];
-    }
-    scale_o(alpha);
+    take_their_max(rows, s_max, alpha);
+    scale_o(o, alpha);
     wait_vt(t);  // this warpgroup's own V^T, from all of its threads
     wgmma_fence();
 #pragma unroll
@@ -166,7 +154,7 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
   // warpgroup has written t's V^T; waited for, and t's V^T buffer freed.
   auto pv_mine = [&](const uint32_t(&pa)[8], const float(&alpha)[2], int t) {
     wait_vt(t);
-    scale_o(alpha);
+    scale_o(o, alpha);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 2; ++ks) {

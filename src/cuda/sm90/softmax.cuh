@@ -33,6 +33,27 @@ __device__ __forceinline__ float rescale(Rows& rows, int h, float m_new, float* 
   return alpha;
 }
 
+// The other warpgroup's running maxima, as it published them with its P (s_max), taken over:
+// each row's alpha on O and l, and l rescaled.
+__device__ __forceinline__ void take_their_max(Rows& rows, const float* s_max, float (&alpha)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float m_ref;
+    alpha[h] = rescale(rows, h, s_max[rows.r[h]], &m_ref);
+    rows.l[h] *= alpha[h];
+  }
+}
+
+// O *= alpha, accumulator i by its row's ((i / 2) % 2), skipped when no row max of the warp
+// moved (most tiles once the maxima settle; a warp-uniform branch). O must not be in flight.
+__device__ __forceinline__ void scale_o(float (&o)[128], const float (&alpha)[2]) {
+  if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] *= alpha[(i / 2) % 2];
+  }
+  fence_accumulators(o);
+}
+
 // The scores of the 64-token tile from `first` to probabilities in place: mask, new running
 // max (alpha, the rescale of O, returned for each row) and row sums (of the unrounded
 // probabilities) into rows.l.

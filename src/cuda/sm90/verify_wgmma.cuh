@@ -149,13 +149,6 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
 #pragma unroll
     for (int i = 0; i < 32; ++i) sv[i] += sc[i];
   };
-  auto scale_o = [&](const float(&alpha)[2]) {
-    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-      for (int i = 0; i < 128; ++i) o[i] *= alpha[(i / 2) % 2];
-    }
-    fence_accumulators(o);
-  };
   // O = alpha O + P V for the other warpgroup's tile t, P and its max from shared memory once
   // that warpgroup has published them (mbarrier p_theirs; with named barriers, bar.arrive
   // against bar.sync, racecheck reported hazards on the epilogue's row sums). O must not be in
@@ -164,13 +157,8 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     wait_tile(t);
     mbar_wait(p_theirs, (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
     float alpha[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float m_ref;
-      alpha[h] = rescale(rows, h, s_max[rows.r[h]], &m_ref);
-      rows.l[h] *= alpha[h];
-    }
-    scale_o(alpha);
+    take_their_max(rows, s_max, alpha);
+    scale_o(o, alpha);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < Tile::kTokens / 16; ++ks)
@@ -185,7 +173,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     publish_p<false>(rows, pa, s_p, s_max);
     fence_proxy_async();
     mbar_arrive(p_mine);  // releases this thread's stores
-    scale_o(alpha);
+    scale_o(o, alpha);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kPRegs / 4; ++ks) {
