@@ -10,9 +10,9 @@ ldmatrix came after the previous piece's stmatrix, because shared-memory asm sta
 their order (H200, 2026-12-04, src/cuda/sm90/DESIGN_NOTES.md). Pair it with ncu's samples
 (scripts/sass_hotspots.py): a short distance matters where the samples are.
 
-The register reading is approximate: an operand Rn of an MMA instruction (HMMA, QMMA, IMMA,
-HGMMA, QGMMA) counts as Rn..Rn+3, of a .64 (.128) instruction as Rn..Rn+1 (+3), so a use may
-be reported early, never late.
+The register reading is approximate: a data operand Rn of an MMA instruction (HMMA, QMMA,
+IMMA, HGMMA, QGMMA) counts as Rn..Rn+3, of a .64 (.128) instruction as Rn..Rn+1 (+3); an
+address in brackets as Rn (Rn..Rn+1 with .64). So a use may be reported early, never late.
 
 Usage: sass_load_use.py SASS_TEXT [--function SUBSTRING] [--near N] [--top K]
   SASS_TEXT: cuobjdump -sass output (several functions: each is read on its own; --function
@@ -23,12 +23,14 @@ Example:
   scripts/sass_load_use.py /tmp/k.sass --function Lb1ELb1ELb0E"""
 import argparse
 import re
+import signal
 import sys
 from collections import Counter
 
 INSN = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 FUNC = re.compile(r"^\s+Function : (\S+)")
 REG = re.compile(r"(?<![A-Z_])R(\d+)\b")
+ADDR = re.compile(r"(?<![A-Z_])R(\d+)(\.64)?")
 LOADS = ("LDS", "LDSM", "LDG")
 # Opcodes whose first operand is read, not written.
 NO_DEST = ("ST", "STS", "STSM", "STG", "RED", "BAR", "BRA", "EXIT", "WARPSYNC", "MEMBAR", "FENCE",
@@ -67,7 +69,13 @@ def parse(text: str) -> dict[str, list[tuple[int, str, str, list[str]]]]:
 
 
 def regs(operand: str, span: int) -> set[int]:
+    """The registers an operand names: an address in brackets is one register (two with .64),
+    a data operand `span` of them."""
     out = set()
+    if "[" in operand:
+        for r, wide in ADDR.findall(operand):
+            out.update(range(int(r), int(r) + (2 if wide else 1)))
+        return out
     for r in REG.findall(operand):
         out.update(range(int(r), int(r) + span))
     return out
@@ -128,4 +136,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under head
     main()
