@@ -10,9 +10,11 @@ ldmatrix came after the previous piece's stmatrix, because shared-memory asm sta
 their order (H200, 2026-12-04, src/cuda/sm90/DESIGN_NOTES.md). Pair it with ncu's samples
 (scripts/sass_hotspots.py): a short distance matters where the samples are.
 
-The register reading is approximate: a data operand Rn of an MMA instruction (HMMA, QMMA,
-IMMA, HGMMA, QGMMA) counts as Rn..Rn+3, of a .64 (.128) instruction as Rn..Rn+1 (+3); an
-address in brackets as Rn (Rn..Rn+1 with .64). So a use may be reported early, never late.
+The register reading is approximate: a data operand Rn of HMMA, QMMA or IMMA counts as
+Rn..Rn+3; a wgmma's accumulator as many registers as its shape gives a thread (N / 2 in
+fp32), its A operand from registers 4; of a .64, .WIDE or double instruction 2, of a .128
+one 4; an address in brackets Rn (Rn..Rn+1 with .64). Where that guesses wide a use is
+reported early; a form it does not know may hide a use.
 
 Usage: sass_load_use.py SASS_TEXT [--function SUBSTRING] [--near N] [--top K]
   SASS_TEXT: cuobjdump -sass output (several functions: each is read on its own; --function
@@ -31,22 +33,30 @@ INSN = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 FUNC = re.compile(r"^\s+Function : (\S+)")
 REG = re.compile(r"(?<![A-Z_])R(\d+)\b")
 ADDR = re.compile(r"(?<![A-Z_])R(\d+)(\.64)?")
+GMMA_SHAPE = re.compile(r"GMMA\.64x(\d+)x\d+\.(F32|F16|S32)")
 LOADS = ("LDS", "LDSM", "LDG")
 # Opcodes whose first operand is read, not written.
-NO_DEST = ("ST", "STS", "STSM", "STG", "RED", "BAR", "BRA", "EXIT", "WARPSYNC", "MEMBAR", "FENCE",
-           "DEPBAR", "NOP", "SYNCS", "WARPGROUP", "BSYNC", "BSSY", "CALL", "RET", "LDGDEPBAR",
-           "ERRBAR", "CCTL", "UTMALDG", "UTMASTG", "UBLKCP", "LDGSTS")
+NO_DEST = ("ST", "STS", "STSM", "STG", "STL", "RED", "BAR", "BRA", "BRX", "JMP", "JMX", "EXIT",
+           "WARPSYNC", "MEMBAR", "FENCE", "DEPBAR", "NOP", "SYNCS", "WARPGROUP", "BSYNC", "BSSY",
+           "CALL", "RET", "LDGDEPBAR", "ERRBAR", "CCTL", "UTMALDG", "UTMASTG", "UBLKCP", "LDGSTS")
+STOPS = ("BRA", "BRX", "JMP", "JMX", "EXIT", "RET", "CALL")
 MMA = ("HMMA", "QMMA", "IMMA", "HGMMA", "QGMMA", "IGMMA")
+DOUBLE = ("DADD", "DMUL", "DFMA", "DSETP", "DMNMX")
 
 
-def width(opcode: str) -> int:
-    """Registers an operand of this opcode spans (approximately)."""
+def spans(opcode: str, n_ops: int) -> list[int]:
+    """Registers each data operand of this opcode spans (approximately; an address in
+    brackets is handled by regs())."""
     base = opcode.split(".")[0]
+    if base in ("HGMMA", "QGMMA", "IGMMA"):  # D (and C) from the shape, A from registers 4
+        m = GMMA_SHAPE.search(opcode)
+        acc = int(m.group(1)) // (4 if m and m.group(2) == "F16" else 2) if m else 128
+        return [acc] + [4] * (n_ops - 2) + [acc]
     if base in MMA or ".128" in opcode or re.search(r"\.(M88|MT88)\.4", opcode):
-        return 4
-    if ".64" in opcode or re.search(r"\.(M88|MT88)\.2", opcode):
-        return 2
-    return 1
+        return [4] * n_ops
+    if ".64" in opcode or ".WIDE" in opcode or base in DOUBLE or re.search(r"\.(M88|MT88)\.2", opcode):
+        return [2] * n_ops
+    return [1] * n_ops
 
 
 def parse(text: str) -> dict[str, list[tuple[int, str, str, list[str]]]]:
@@ -81,28 +91,33 @@ def regs(operand: str, span: int) -> set[int]:
     return out
 
 
-def distances(insns, near: int):
-    """(address, load text, distance or None, user text) for each load."""
+def distances(insns):
+    """(address, load text, distance or None, what ended the search) for each load: the first
+    read of any of its registers, or a branch, or every register overwritten unread."""
     out = []
     for i, (addr, opcode, text, ops) in enumerate(insns):
         if opcode.split(".")[0] not in LOADS or not ops or not REG.match(ops[0]):
             continue
-        dest = regs(ops[0], width(opcode))
+        pending = regs(ops[0], spans(opcode, 1)[0])
         dist, user = None, "past branch"
         for j in range(i + 1, len(insns)):
             _, op2, text2, ops2 = insns[j]
             base2 = op2.split(".")[0]
-            reads = ops2 if base2 in NO_DEST else ops2[1:]
-            if base2 in MMA:
-                reads = ops2  # the accumulator is read too
-            if any(regs(o, width(op2)) & dest for o in reads):
+            widths = spans(op2, len(ops2))
+            written = base2 not in NO_DEST
+            reads = list(zip(ops2, widths))
+            if written and base2 not in MMA:
+                reads = reads[1:]  # an MMA's accumulator is read too
+            if any(regs(o, w) & pending for o, w in reads):
                 dist, user = j - i - 1, text2
                 break
-            if base2 in ("BRA", "EXIT", "RET", "CALL"):
+            if base2 in STOPS:
                 break
-            if base2 not in NO_DEST and ops2 and regs(ops2[0], width(op2)) & dest:
-                dist, user = None, "overwritten unread"
-                break
+            if written and ops2:
+                pending -= regs(ops2[0], widths[0])
+                if not pending:
+                    user = "overwritten unread"
+                    break
         out.append((addr, text, dist, user))
     return out
 
@@ -118,16 +133,17 @@ def main() -> None:
     if not funcs:
         sys.exit("no function matches")
     for name, insns in funcs.items():
-        d = distances(insns, a.near)
+        d = distances(insns)
         buckets = Counter()
-        for _, text, dist, _ in d:
+        for _, text, dist, user in d:
             kind = text.split()[1] if text.startswith("@") else text.split()[0]
             kind = kind.split(".")[0]
-            b = "past branch" if dist is None else ("near" if dist < a.near else "far")
+            b = user if dist is None else ("near" if dist < a.near else "far")
             buckets[kind, b] += 1
         print(f"{name}: {len(insns)} instructions, {len(d)} loads")
         for kind in LOADS:
-            row = [f"{b} {buckets[kind, b]}" for b in ("near", "far", "past branch") if buckets[kind, b]]
+            row = [f"{b} {buckets[kind, b]}" for b in ("near", "far", "past branch", "overwritten unread")
+                   if buckets[kind, b]]
             if row:
                 print(f"  {kind:5s} " + ", ".join(row) + f"   (near: used within {a.near} instructions)")
         shown = [x for x in d if x[2] is not None and x[2] < a.near][: a.top]

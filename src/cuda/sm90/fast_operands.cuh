@@ -77,8 +77,9 @@ __device__ __forceinline__ uint64_t p8_desc(uint32_t s_p) { return smem_desc(s_p
 // constants of a and G, so a piece costs its 6 instructions and two adds.
 // The warp and lane are read from %tid.x here (volatile), not kept from elsewhere: with its
 // addresses hoisted out of the consumers' loop it spilled 12 bytes there (O holds 128
-// registers). Branch-free, so that it can run between a wgmma's issue and its wait (ptxas
-// serializes every wgmma in flight across a branch: C7514).
+// registers). Branch-free (ptxas serializes every wgmma in flight across a branch, C7514), so it
+// could run between a wgmma's issue and its wait; interleaved with the score chains that way it
+// spilled (sm90/DESIGN_NOTES.md), so it runs on its own, before the scores.
 __device__ __forceinline__ void transpose_v_group(uint32_t codes, uint32_t vt, uint32_t a) {
   uint32_t tid;
   asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));

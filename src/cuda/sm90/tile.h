@@ -1,6 +1,6 @@
 // The shape and shared-memory map of the sm_90a wgmma verify kernel (verify_wgmma.cuh): one
 // CTA of two consumer warpgroups and a producer warpgroup holds 64 query rows against a 2-stage
-// pipeline of 64-token KV tiles.
+// pipeline of 64-token KV tiles (fast mode: three stages of codes and two V^T buffers, Fast).
 // Host code reads it for the launch, the schedule and doctor.
 #pragma once
 

@@ -53,9 +53,10 @@ namespace treeverify::cuda::sm90 {
 // mma::recompute_nan_rows, which the epilogue calls, spreads a CTA's rows over the portable
 // kernel's 8 warps: the consumer warps here.
 static_assert(Tile::kConsumerThreads == mma::kThreads);
-// Tile t is scored by warpgroup t % 2 and lands in stage t % 2: on an e4m3 cache a stage's full
-// barrier counts the threads of one warpgroup, the same for every tile of the stage (exact mode:
-// the one that widens half of its rows; fast mode: the other, which writes its V^T).
+// Tile t is scored by warpgroup t % 2 and lands in stage t % 2: on an e4m3 cache in exact mode a
+// stage's full barrier counts the threads of one warpgroup, the same for every tile of the
+// stage (the one that widens half of its rows). Fast mode has stages and barriers of its own
+// (Tile::Fast, fast_pipeline.cuh).
 static_assert(Tile::kStages == Tile::kWarpgroups);
 
 // Consumer warpgroup g's pass over the chunk's tiles, O_g into o (module comment above); M is
