@@ -34,7 +34,9 @@
 #             (default S1-S4, V1, D1, D2) with AB_FLAGS (e.g. --kv-format e4m3) by
 #             .devpkg/bin/treeverify and .devpkg/bin/treeverify-base, AB_RUNS (default 2) times
 #             each, interleaved, into one log (ab.txt), and a line a run of case and ms;
-#             AB_BASE_BIN=treeverify AB_BASE_FLAGS=... compares two sets of flags of one build
+#             AB_BASE_BIN=treeverify AB_BASE_FLAGS=... compares two sets of flags of one build;
+#             AB_VARIANTS="tv-a tv-b": more packaged builds (scripts/build_variant.sh) in the
+#             same rotation, after the two
 #   sass      ncu: warp-stall samples per SASS instruction of the main kernel on V4 (L cut
 #             to 65536), as csv (sass.csv), the 40 instructions with the most samples and the
 #             samples summed by mbarrier wait and opcode, and by stall reason and 4 KB block of
@@ -376,8 +378,10 @@ if want ab; then
   base=${AB_BASE_BIN:-treeverify-base}
   if [ -x $bin/$base ]; then
     for run in $(seq "${AB_RUNS:-2}"); do
-      for side in new base; do
-        t=treeverify extra=
+      # shellcheck disable=SC2086  # AB_VARIANTS is a word list
+      for side in new base ${AB_VARIANTS:-}; do
+        t=$side extra=
+        [ $side = new ] && t=treeverify
         [ $side = base ] && t=$base extra=${AB_BASE_FLAGS:-}
         echo "== $t${extra:+($extra)} run $run"
         # shellcheck disable=SC2086  # AB_FLAGS, AB_BASE_FLAGS and AB_CASES are word lists
