@@ -104,7 +104,8 @@ __device__ __forceinline__ void transpose_v_group(uint32_t codes, uint32_t vt, u
 }
 // The whole share, the column groups a rolled loop (unrolled, with the loads of group a + 1
 // issued before the stores of group a, it was no faster: H200, 2026-12-03, V2 1.8% faster, V1
-// 1.4% and S2 3.5% slower).
+// 1.4% and S2 3.5% slower; two groups a pass with two register sets in turn spilled 12 bytes,
+// 2026-12-04).
 __device__ __forceinline__ void transpose_v(uint32_t codes, uint32_t vt) {
 #pragma unroll 1
   for (uint32_t a = 0; a < 4; ++a) transpose_v_group(codes, vt, a);
