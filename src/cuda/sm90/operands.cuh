@@ -264,6 +264,10 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
                    : 0;
     }
   };
+  // Fast mode: this thread's copies of tile t have landed (cp.async.wait_group saw them).
+  auto announce = [&](int t) {
+    mbar_arrive(s_base + Fast::kLandedOffset + 8 * (t % Fast::kCodeStages));
+  };
   int32_t next[kRowsEach];
   page_ids(0, next);
   for (int tile = 0; tile < n_tiles; ++tile) {
@@ -271,7 +275,8 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
 #pragma unroll
     for (int i = 0; i < kRowsEach; ++i) ids[i] = next[i];
     page_ids(tile + 1, next);
-    // Fast mode: kCodeStages stages of codes, freed once scored and transposed (Tile::Fast).
+    // Fast mode: kCodeStages stages of codes, freed once scored and transposed (Tile::Fast);
+    // tile t's codes announced on its stage's "codes landed" mbarrier by announce(t).
     constexpr int kStages = kFast ? Fast::kCodeStages : Tile::kStages;
     const int s = tile % kStages;
     if (tile >= kStages)  // the consumers are done with the tile kStages before
@@ -297,7 +302,7 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
         continue;
       }
     }
-    const uint32_t landed = s_base + (kFast ? Fast::kLandedOffset : Tile::kLandedOffset) + 8 * s;
+    const uint32_t landed = s_base + Tile::kLandedOffset + 8 * s;  // not fast mode's (above)
     if (kE4M3 && whole) {
       constexpr int kBoxes = (kQKDim + 127) / 128;
       if (pt == 0) {
@@ -352,7 +357,7 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
         cp_async_commit();
         if (tile > 0) {
           cp_async_wait<1>();
-          mbar_arrive(s_base + Fast::kLandedOffset + 8 * ((tile - 1) % kStages));
+          announce(tile - 1);
         }
       } else if constexpr (kE4M3) {
         cp_async_mbar_arrive(landed);  // when this thread's codes land
@@ -375,7 +380,7 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
   if constexpr (kFast) {
     if (n_tiles > 0) {
       cp_async_wait<0>();
-      mbar_arrive(s_base + Fast::kLandedOffset + 8 * ((n_tiles - 1) % Fast::kCodeStages));
+      announce(n_tiles - 1);
     }
   }
 }

@@ -4,6 +4,8 @@
 // Host code reads it for the launch, the schedule and doctor.
 #pragma once
 
+#include <algorithm>
+
 #include "cuda/common/constants.h"
 
 namespace treeverify::cuda::sm90 {
@@ -59,9 +61,7 @@ struct WgmmaTile {
     static constexpr int kPBytes = kRows * kTokens;
     static constexpr int kPOffset = kVtOffset + 2 * 2 * kVtBytes;
     static constexpr int kRegionEnd =
-        kPOffset + 2 * kPBytes > kQ16Offset + kQKDim / 64 * kBlockBytes
-            ? kPOffset + 2 * kPBytes
-            : kQ16Offset + kQKDim / 64 * kBlockBytes;
+        std::max(kPOffset + 2 * kPBytes, kQ16Offset + kQKDim / 64 * kBlockBytes);
     // mbarriers a stage of codes: landed (the producer's 128 threads, each once its copies have
     // landed), free (scored by its owner's 4 warps and transposed by the other's 128 threads);
     // a V^T buffer: full (the transposing warpgroup's 128 threads), free (its owner's 4 warps,

@@ -169,22 +169,19 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // P of this warpgroup's tile t (softmax_tile's pa) and the rows' max to the other warpgroup
   // (mbarrier p_mine), then O = alpha O + P V with P from registers, left running. P's buffer
   // must be free: its last reader is this warpgroup's P V of the other's tile before.
-  constexpr int kPRegs = 16;  // P of a tile in registers: 16-bit pairs
-  auto pv_mine = [&](const uint32_t(&pa)[kPRegs], const float(&alpha)[2], int t) {
+  auto pv_mine = [&](const uint32_t(&pa)[16], const float(&alpha)[2], int t) {  // 16-bit pairs
     publish_p<false>(rows, pa, s_p, s_max);
     fence_proxy_async();
     mbar_arrive(p_mine);  // releases this thread's stores
     scale_o(o, alpha);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < kPRegs / 4; ++ks) {
+    for (int ks = 0; ks < 4; ++ks) {
       const uint32_t a[4] = {pa[4 * ks], pa[4 * ks + 1], pa[4 * ks + 2], pa[4 * ks + 3]};
       wgmma_m64n256k16_rs<M, 1>(o, a, plus(v_desc(t), 16 * ks * 128), true);
     }
     wgmma_commit();
   };
-  // The probabilities of a scored tile as P's registers.
-  auto to_p = [&](const float(&sv)[32], uint32_t(&pa)[kPRegs]) { pack_p<M>(sv, pa); };
   // The P V of tile t done, and the tile released by this warp.
   auto finish = [&](int t) {
     wgmma_wait<0>();
@@ -196,14 +193,14 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // Everything is waited for at the end of each tile pair: ptxas serializes every wgmma
   // (C7514) when one stays in flight across a join of the control flow (a loop's back edge,
   // an if), where it moves accumulator registers.
-  uint32_t pa[kPRegs];
+  uint32_t pa[16];  // P of a tile in registers (pack_p)
   float sv[32], alpha[2];
   int own = g;
   if (g == 0) {  // tile 0 comes first
     if (n_tiles > 0) {
       scores(0, sv);
       softmax_tile(p, w, sv, first(0), rows, alpha);
-      to_p(sv, pa);
+      pack_p<M>(sv, pa);
       pv_mine(pa, alpha, 0);
       finish(0);
     }
@@ -218,7 +215,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     fence_accumulators(o);
     release(own - 1);  // the P V of own - 1 done: also frees P's buffer
     softmax_tile(p, w, sv, first(own), rows, alpha);
-    to_p(sv, pa);
+    pack_p<M>(sv, pa);
     pv_mine(pa, alpha, own);
     finish(own);
   }
