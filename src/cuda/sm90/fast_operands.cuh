@@ -58,9 +58,10 @@ __device__ __forceinline__ uint64_t vt_desc(uint32_t vt, int g) {
 // (r / 8) 512 + (k / 16) 128 + (r % 8) 16 + k % 16.
 __device__ __forceinline__ uint64_t p8_desc(uint32_t s_p) { return smem_desc(s_p, 128, 512); }
 
-// One warp's part of a tile's V^T, once the tile's codes (`codes`) have landed, into the buffer
-// `vt`: 4 pieces of 16 tokens x 32 columns, the columns 32 a .. 32 a + 31 of block `block` of
-// the codes (128 columns), all 64 tokens. A piece is one ldmatrix.x4.trans of 16-bit pairs
+// Warp w's share (of the 4 of the consumer warpgroup that does not score the tile), once the
+// tile's codes (`codes`) have landed, of its V^T (into the buffer `vt`): 16 of the 64 (16 tokens x
+// 32 columns) pieces, in 4 column groups a (transpose_v_group). A piece
+// is one ldmatrix.x4.trans of 16-bit pairs
 // (matrices: tokens 0-7 and 8-15 of columns c0 .. c0 + 15, then of c0 + 16 .. c0 + 31), which
 // hands lane l the bytes of tokens 2 q, 2 q + 1 (q = l % 4) at columns c0 + 2 (l / 4) and + 1;
 // a byte permute of the two token halves gives each column's 4 tokens in P's k order
@@ -69,46 +70,45 @@ __device__ __forceinline__ uint64_t p8_desc(uint32_t s_p) { return smem_desc(s_p
 // core matrix. Both ends are free of bank conflicts: the ldmatrix rows are 8 consecutive
 // tokens in the 128-byte swizzle, and V^T's 8-column groups are kVtGroupPitch = 528 bytes apart,
 // so a matrix's rows 0-3 and 4-7 (two groups) fall in different banks.
-// Lane l's row address reads token 16 G + 8 (j % 2) + i of column 128 block + 32 a + 16 (j / 2),
-// j = l / 8, i = l % 8, and its stmatrix row is that column + 2 i + j % 2 at k group G. The
-// addresses are a lane's base plus constants of G, so a piece costs its 6 instructions and two
-// adds. The lane is read from %tid.x here (volatile), not kept from elsewhere: with its
-// addresses hoisted out of the loop it spilled 12 bytes there (version 3, O holds 128
-// registers). Branch-free (ptxas serializes every wgmma in flight across a branch, C7514).
-__device__ __forceinline__ void transpose_v_group(uint32_t codes, uint32_t vt, uint32_t block,
-                                                  uint32_t a) {
+// Warp w takes columns 128 w .. 128 w + 127 (block w of the codes), as 4 column groups a
+// (32 a ..) x 4 token groups G: lane l's row address reads token 16 G + 8 (j % 2) + i of
+// column 128 w + 32 a + 16 (j / 2), j = l / 8, i = l % 8, and its stmatrix row is column
+// 128 w + 32 a + 16 (j / 2) + 2 i + j % 2 at k group G. The addresses are a lane's base plus
+// constants of a and G, so a piece costs its 6 instructions and two adds.
+// The warp and lane are read from %tid.x here (volatile), not kept from elsewhere: with its
+// addresses hoisted out of the consumers' loop it spilled 12 bytes there (O holds 128
+// registers). Branch-free (ptxas serializes every wgmma in flight across a branch, C7514), so it
+// could run between a wgmma's issue and its wait; interleaved with the score chains that way it
+// spilled (sm90/DESIGN_NOTES.md), so it runs on its own, before the scores.
+__device__ __forceinline__ void transpose_v_group(uint32_t codes, uint32_t vt, uint32_t a) {
   uint32_t tid;
   asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
-  const uint32_t lane = tid % 32, hj = lane / 16, j2 = (lane / 8) % 2, i = lane % 8;
+  const uint32_t w = tid / 32 % 4, lane = tid % 32, hj = lane / 16, j2 = (lane / 8) % 2,
+                 i = lane % 8;
   const uint32_t ra =
-      codes + block * Tile::kBlockBytes + (8 * j2 + i) * 128 + (((2 * a + hj) ^ i) << 4);
-  const uint32_t wa = vt + (block / 2) * Fast::kVtBytes +
-                      (16 * (block % 2) + 2 * hj + i / 4 + 4 * a) * Fast::kVtGroupPitch +
+      codes + w * Tile::kBlockBytes + (8 * j2 + i) * 128 + (((2 * a + hj) ^ i) << 4);
+  const uint32_t wa = vt + (w / 2) * Fast::kVtBytes +
+                      (16 * (w % 2) + 2 * hj + i / 4 + 4 * a) * Fast::kVtGroupPitch +
                       ((2 * i + j2) % 8) * 16;
   // The four loads before the four stores: in load-store pairs each load waited out the last
   // one's latency (the shared-memory asm keeps its order; H200, 2026-12-04, ncu: the permutes
   // after each load held 16% of the consumers' warp samples).
-  // (Two at a time here: four held 8 registers more than the P V warpgroups have.)
+  uint32_t v[4][4];
 #pragma unroll
-  for (uint32_t G0 = 0; G0 < 4; G0 += 2) {
-    uint32_t v[2][4];
+  for (uint32_t G = 0; G < 4; ++G) ldmatrix_x4_trans(v[G], ra + G * 16 * 128);
 #pragma unroll
-    for (uint32_t G = 0; G < 2; ++G) ldmatrix_x4_trans(v[G], ra + (G0 + G) * 16 * 128);
-#pragma unroll
-    for (uint32_t G = 0; G < 2; ++G)
-      stmatrix_x4(wa + (G0 + G) * 128, __byte_perm(v[G][0], v[G][1], 0x6420),
-                  __byte_perm(v[G][0], v[G][1], 0x7531), __byte_perm(v[G][2], v[G][3], 0x6420),
-                  __byte_perm(v[G][2], v[G][3], 0x7531));
-  }
+  for (uint32_t G = 0; G < 4; ++G)
+    stmatrix_x4(wa + G * 128, __byte_perm(v[G][0], v[G][1], 0x6420),
+                __byte_perm(v[G][0], v[G][1], 0x7531), __byte_perm(v[G][2], v[G][3], 0x6420),
+                __byte_perm(v[G][2], v[G][3], 0x7531));
 }
-// P V warpgroup g's 256 columns of a tile's V^T (vt_desc(vt, g) reads them): warp w of the
-// warpgroup takes columns 64 w .. 64 w + 63 of them, two column groups of block 2 g + w / 2.
-__device__ __forceinline__ void transpose_v_half(uint32_t codes, uint32_t vt, int g) {
-  uint32_t tid;
-  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
-  const uint32_t w = tid / 32 % 4, block = 2 * g + w / 2;
+// The whole share, the column groups a rolled loop (unrolled, with the loads of group a + 1
+// issued before the stores of group a, it was no faster: H200, 2026-12-03, V2 1.8% faster, V1
+// 1.4% and S2 3.5% slower; two groups a pass with two register sets in turn spilled 12 bytes,
+// 2026-12-04).
+__device__ __forceinline__ void transpose_v(uint32_t codes, uint32_t vt) {
 #pragma unroll 1
-  for (uint32_t a = 2 * (w % 2); a < 2 * (w % 2) + 2; ++a) transpose_v_group(codes, vt, block, a);
+  for (uint32_t a = 0; a < 4; ++a) transpose_v_group(codes, vt, a);
 }
 
 // P's codes from the probabilities p (softmax_tile's s, in the accumulator layout), as p x 448

@@ -1,12 +1,20 @@
-// EXPERIMENT (2026-12-04, measured slower than version 3 and reverted; sm90/DESIGN_NOTES.md):
-// fast mode (an e4m3 cache, Q and P in e4m3, e4m3 wgmma) with a scorer warpgroup. The CTA's
-// third warpgroup (warps 8-11, the producer's in the 16-bit kernel) scores every tile and runs
-// its softmax; the two P V warpgroups (warps 0-7, O's columns [256 g, 256 g + 256) each) copy
-// the codes three tiles ahead, transpose their own columns of each tile into V^T and run
-// O += P V with P from shared memory. No fourth warpgroup: ptxas compiles a 512-thread CTA at
-// 128 registers a thread whatever setmaxnreg says, and m64n256 with 128 accumulators needs 154.
-// verify_wgmma.cuh has the kernel, fast_operands.cuh the layouts, tile.h WgmmaTile::Fast the
-// shared-memory map.
+// The consumer warpgroups' pass over a chunk in fast mode (an e4m3 cache, Q and P in e4m3, e4m3
+// wgmma; verify_wgmma.cuh has the kernel, fast_operands.cuh the layouts, tile.h WgmmaTile::Fast
+// the shared-memory map).
+//
+// Warpgroup g owns the tiles t with t % 2 == g, as in the 16-bit kernel, but a tile's codes and
+// its V^T live apart: three stages of codes (freed once the tile is scored by its owner and
+// transposed by the other warpgroup) and two V^T buffers (freed after the owner's P V). So the
+// scores of a warpgroup's tile need nothing from the other warpgroup, and each pass of the loop
+// (tile `own` of this warpgroup and `their` = own - 1 of the other) runs:
+//   1. V^T of `their` (this warpgroup transposes the other's tiles), then S = Q K^T of `own` in
+//      chains of kFastChain k32 steps;
+//   2. the other warpgroup's P and row maxima of `their` (mbarrier), O rescaled, and
+//      O += P V over this warpgroup's 256 columns, left running beside
+//   3. the online softmax of `own`, whose P (codes) and maxima go to the other warpgroup;
+//   4. O += P V of `own`, P from registers, once the other warpgroup has written its V^T.
+// What each step waits for is one barrier of its own; the only hand-off on the critical path of
+// a tile is the softmax's, where before it was the other warpgroup's P V and the scores as well.
 #pragma once
 
 #include "cuda/sm90/fast_operands.cuh"
@@ -24,269 +32,185 @@ namespace treeverify::cuda::sm90 {
 // (cuda/sm90/DESIGN_NOTES.md, "Fast mode").
 inline constexpr int kFastChain = 4;
 
-// Named barriers of fast mode (the consumers' own, consumer_sync, is 1): 2 joins the P V
-// warpgroups and the scorer (Q's codes before the first tile; the scorer's row sums after the
-// last), 3 + g the 4 warps of P V warpgroup g (its V^T of a tile written).
-constexpr int kFastJoinThreads = Tile::kConsumerThreads + 128;
-__device__ __forceinline__ void fast_prologue_sync() { named_barrier_sync<2, kFastJoinThreads>(); }
-__device__ __forceinline__ void fast_sums_sync() { named_barrier_sync<2, kFastJoinThreads>(); }
-__device__ __forceinline__ void fast_sums_arrive() {
-  asm volatile("bar.arrive 2, %0;\n" ::"n"(kFastJoinThreads) : "memory");
-}
-__device__ __forceinline__ void pv_warpgroup_sync(int g) {
-  if (g == 0)
-    named_barrier_sync<3, 128>();
-  else
-    named_barrier_sync<4, 128>();
-}
-
-// The barriers and buffers the three warpgroups of fast mode share (Tile::Fast's map).
-struct FastPipe {
-  uint32_t s_base;
-  __device__ __forceinline__ uint32_t base() const {
-    // A buffer's address is made where it is used, from s_base through an opaque copy: hoisted
-    // out of the loop, the addresses of the stages and buffers spilled (version 3).
+// Consumer warpgroup g's pass over the chunk's n_tiles tiles, O_g into o (the file comment).
+// Every wgmma is waited for before any join of the control flow (ptxas serializes them all,
+// C7514/C7520, when one stays in flight across a branch or a back edge), except across the
+// softmax (step 3), whose branch issues none.
+__device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const CtaWork& w,
+                                             int n_tiles, uint8_t* smem, Rows& rows,
+                                             float (&o)[128], int g) {
+  const uint32_t s_base = smem_addr(smem);
+  float* s_max = reinterpret_cast<float*>(smem + Tile::kMaxOffset);
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  auto plus = [](uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); };
+  // A buffer's address is made where it is used, from s_base through an opaque copy: hoisted
+  // out of the loop, the addresses of the three stages and two V^T buffers spilled.
+  auto base = [&] {
     uint32_t b;
     asm volatile("mov.u32 %0, %1;\n" : "=r"(b) : "r"(s_base));
     return b;
-  }
-  __device__ __forceinline__ uint32_t codes(int t) const {
-    return base() + (t % Fast::kCodeStages) * Fast::kCodeBytes;
-  }
-  __device__ __forceinline__ uint32_t vt(int t) const {
-    return base() + Fast::kVtOffset + (t % 2) * 2 * Fast::kVtBytes;
-  }
-  __device__ __forceinline__ uint32_t p_buf(int t) const {
-    return base() + Fast::kPOffset + (t % 2) * Fast::kPBytes;
-  }
-  // Tile t's codes have landed (the producer's 128 threads), seen by wgmma's proxy.
-  __device__ __forceinline__ void wait_codes(int t) const {
+  };
+  auto codes = [&](int t) { return base() + (t % Fast::kCodeStages) * Fast::kCodeBytes; };
+  auto vt = [&](int t) { return base() + Fast::kVtOffset + (t % 2) * 2 * Fast::kVtBytes; };
+  auto p_buf = [&](int t) { return Fast::kPOffset + (t % 2) * Fast::kPBytes; };
+  // This warp's arrival on one of the barriers that count warps (a stage of codes, a V^T buffer).
+  auto warp_arrive = [&](uint32_t barrier) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(s_base + barrier);
+  };
+  auto wait_codes = [&](int t) {
     mbar_wait(s_base + Fast::kLandedOffset + 8 * (t % Fast::kCodeStages),
               (t / Fast::kCodeStages) & 1);
     fence_proxy_async();
-  }
-  // A stage of codes is freed by the scorer's 4 warps (wgmma's reads, one arrival a warp once
-  // waited for) and by every thread of the P V warpgroups once transposed (each releases its
-  // own ldmatrix reads: a warp's arrival after __syncwarp is not an edge racecheck follows).
-  __device__ __forceinline__ uint32_t free_bar(int t) const {
-    return s_base + Fast::kFreeOffset + 8 * (t % Fast::kCodeStages);
-  }
-  // P of tile t (its buffer t % 2) and the rows' maxima after it are ready: the scorer's 128
-  // threads; the buffer is free again: the 8 warps of the P V warpgroups, their P V done.
-  __device__ __forceinline__ uint32_t p_ready(int t) const {
-    return s_base + Tile::kPReadyOffset + 8 * (t % 2);
-  }
-  __device__ __forceinline__ uint32_t p_free(int t) const {
-    return s_base + Fast::kPFreeOffset + 8 * (t % 2);
-  }
-  __device__ __forceinline__ float* s_max(uint8_t* smem, int t) const {
-    return reinterpret_cast<float*>(smem + Tile::kMaxOffset) + (t % 2) * Tile::kRows;
-  }
-};
+  };
+  // A stage of codes is freed by its owner's 4 warps once scored (wgmma's reads: one arrival a
+  // warp) and by every thread of the other warpgroup once transposed: each releases its own
+  // ldmatrix reads (a warp's arrival after __syncwarp is not an edge racecheck follows; it
+  // reported the producer's next copies racing with them: sm90/DESIGN_NOTES.md).
+  auto free_scored = [&](int t) { warp_arrive(Fast::kFreeOffset + 8 * (t % Fast::kCodeStages)); };
+  auto free_transposed = [&](int t) {
+    mbar_arrive(s_base + Fast::kFreeOffset + 8 * (t % Fast::kCodeStages));
+  };
+  auto wait_vt = [&](int t) {
+    mbar_wait(s_base + Fast::kVtFullOffset + 8 * (t % 2), (t / 2) & 1);
+    fence_proxy_async();
+  };
+  // V^T of tile t, written by this warpgroup: its buffer's last tile (t - 2, the other
+  // warpgroup's) must be through the other's P V first.
+  auto wait_vt_free = [&](int t) {
+    if (t >= 2) mbar_wait(s_base + Fast::kVtFreeOffset + 8 * (t % 2), (t / 2 - 1) & 1);
+  };
+  auto publish_vt = [&](int t) {
+    fence_proxy_async();  // V^T, for wgmma's reads (this warpgroup's and the other's)
+    mbar_arrive(s_base + Fast::kVtFullOffset + 8 * (t % 2));
+    free_transposed(t);
+  };
+  // The mbarriers that say a warpgroup's P and max are ready: this one's, the other's.
+  auto p_mine = [&] { return base() + Tile::kPReadyOffset + 8 * g; };
+  auto p_theirs = [&] { return base() + Tile::kPReadyOffset + 8 * (1 - g); };
 
-// The P V warpgroups' copies of the chunk's codes: thread pt (0-255) copies 16 codes (unit
-// pt % 8) of rows pt / 8 and pt / 8 + 32 of a tile, where wgmma reads them (code_offset,
-// tail_offset), by cp.async; a row past the chunk is zero-filled. Each thread announces a tile
-// on its stage's "codes landed" mbarrier with a plain arrival once cp.async.wait_group has seen
-// its copies land (racecheck did not follow cp.async.mbarrier.arrive to the ldmatrix readers:
-// sm90/DESIGN_NOTES.md).
-struct FastCopies {
-  static constexpr int kRowStep = 32, kRowsEach = Tile::kTokens / kRowStep;
-  const VerifyKernelParams& p;
-  const CtaWork& w;
-  int n_tiles, u, r0;
-  int32_t ids[kRowsEach];  // the page-table entries of the next tile to copy
-  __device__ __forceinline__ FastCopies(const VerifyKernelParams& p_, const CtaWork& w_, int n)
-      : p(p_), w(w_), n_tiles(n) {
-    const int pt = static_cast<int>(threadIdx.x);  // the P V warpgroups are threads 0-255
-    u = pt % 8;
-    r0 = pt / 8;
-  }
-  __device__ __forceinline__ void read_ids(int tile) {
-#pragma unroll
-    for (int i = 0; i < kRowsEach; ++i) {
-      const int t = w.tok_begin + tile * Tile::kTokens + r0 + kRowStep * i;
-      ids[i] = tile < n_tiles && t < w.tok_end
-                   ? __ldg(p.kv_page_indices + w.page_base + (t >> p.page_shift))
-                   : 0;
+  // Step 1: with `transpose`, tile `their`'s V^T; then S = Q K^T of tile t into sv, in chains of
+  // kFastChain k32 steps summed in fp32. Frees `their`'s codes (this warpgroup's part) once
+  // transposed, and t's once scored. (The transposition a column group between each chain's
+  // issue and its wait spilled 136 bytes: sv, sc and O are 192 registers.)
+  auto scores = [&](int t, float(&sv)[32], bool transpose, int their) {
+    if (transpose) {
+      wait_vt_free(their);
+      wait_codes(their);
+      transpose_v(codes(their), vt(their));
+      publish_vt(their);
     }
-  }
-  // Tile `tile`'s copies (ids must be its entries) into `stage`, then one commit group.
-  __device__ __forceinline__ void issue(int tile, uint32_t stage) {
-    const int first = w.tok_begin + tile * Tile::kTokens;
-#pragma unroll
-    for (int i = 0; i < kRowsEach; ++i) {
-      const int r = r0 + kRowStep * i;
-      const int t = first + r;
-      // A zero fill reads nothing, so its source offsets need no guard.
-      const char* src = static_cast<const char*>(p.kv) + u * 16;
-      int bytes = 0;
-      if (t < w.tok_end) {
-        const int64_t kv_row =
-            (static_cast<int64_t>(ids[i]) << p.page_shift) + (t & ((1 << p.page_shift) - 1));
-        src += kv_row * kQKDim;
-        bytes = 16;
-      }
-#pragma unroll
-      for (int j = 0; j < (kQKDim + 127) / 128; ++j) {
-        const uint32_t c = 128 * j + 16 * u;
-        if (j < 4)
-          cp_async_16(stage + code_offset(r, c), src + 128 * j, bytes);
-        else if (u < 4)
-          cp_async_16(stage + tail_offset(r, c), src + 128 * j, bytes);
-      }
-    }
-  }
-};
-
-// The scorer warpgroup's pass over the chunk's n_tiles tiles: for each, S = Q K^T in chains of
-// kFastChain k32 steps summed in fp32, the online softmax (rows.m and rows.l over the whole
-// chunk), and P's codes with the rows' maxima to the P V warpgroups. s_lse: Q's row factors
-// (quantize_q_e4m3), read once the P V warpgroups have made them.
-__device__ __forceinline__ void score_fast(const VerifyKernelParams& p, const CtaWork& w,
-                                           int n_tiles, uint8_t* smem, Rows& rows,
-                                           const float* s_lse) {
-  const FastPipe pipe{smem_addr(smem)};
-  const uint32_t s_base = pipe.s_base;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  auto plus = [](uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); };
-  fast_prologue_sync();  // Q's codes and row factors, made by the P V warpgroups
-  for (int h = 0; h < 2; ++h) rows.scale_log2[h] = p.scale_log2 * s_lse[rows.r[h]];
-#pragma unroll 1
-  for (int t = 0; t < n_tiles; ++t) {
-    pipe.wait_codes(t);
-    // S = Q K^T: chains of kFastChain k32 steps two at a time (steps c0 .. c0 + 3 and c0 + 4 ..
-    // c0 + 7, one 128-code block each, issued in turns so that the two chains overlap in the
-    // tensor pipe), summed in fp32 after each pair; the first pair's first chain runs into sv
-    // itself. (With every chain in a and b and sv their sums, ptxas 13.0 dropped the first
-    // pair's products and sums from the SASS: check the QGMMA count after changing this.)
-    float sv[32], a[32], b[32];
+    wait_codes(t);
+    uint64_t qd = codes_desc(s_base + Fast::kQCodesOffset), kd = codes_desc(codes(t));
+    float sc[32];
     constexpr int kSteps = kQKDim / 32;
-    static_assert(kFastChain == 4 && kSteps == 18, "pairs of chains of 4, then one of 2");
-    // A chain's descriptors: its block's, moved 32 bytes a step (each made from the last
-    // through an opaque copy: ptxas otherwise builds them all up front and spills).
-    auto chain_desc = [&](int ks, uint64_t& qd, uint64_t& kd) {
-      if (ks < Fast::kTailCode / 32) {
-        qd = plus(codes_desc(s_base + Fast::kQCodesOffset), (ks / 4) * Tile::kBlockBytes);
-        kd = plus(codes_desc(pipe.codes(t)), (ks / 4) * Tile::kBlockBytes);
-      } else {
-        qd = tail_desc(s_base + Fast::kQCodesOffset);
-        kd = tail_desc(pipe.codes(t));
-      }
-    };
 #pragma unroll
-    for (int c0 = 0; c0 < kSteps; c0 += 2 * kFastChain) {
-      const bool two = c0 + kFastChain < kSteps;
-      uint64_t qa, ka, qb = 0, kb = 0;
-      chain_desc(c0, qa, ka);
-      if (two) chain_desc(c0 + kFastChain, qb, kb);
+    for (int c0 = 0; c0 < kSteps; c0 += kFastChain) {
       fence_accumulators(sv);
-      fence_accumulators(a);
-      fence_accumulators(b);
+      fence_accumulators(sc);
       wgmma_fence();
 #pragma unroll
-      for (int i = 0; i < kFastChain; ++i) {
+      for (int ks = c0; ks < c0 + kFastChain && ks < kSteps; ++ks) {
+        if (ks == Fast::kTailCode / 32) {
+          qd = tail_desc(s_base + Fast::kQCodesOffset);
+          kd = tail_desc(codes(t));
+        }
         if (c0 == 0)
-          wgmma_m64n64k32_e4m3(sv, qa, ka, i > 0);
-        else if (c0 + i < kSteps)
-          wgmma_m64n64k32_e4m3(a, qa, ka, i > 0);
-        if (two) wgmma_m64n64k32_e4m3(b, qb, kb, i > 0);
-        qa = plus(qa, 32);
-        ka = plus(ka, 32);
-        qb = plus(qb, 32);
-        kb = plus(kb, 32);
-        asm volatile("" : "+l"(qa), "+l"(ka), "+l"(qb), "+l"(kb));
+          wgmma_m64n64k32_e4m3(sv, qd, kd, ks > c0);
+        else
+          wgmma_m64n64k32_e4m3(sc, qd, kd, ks > c0);
+        const uint32_t next = ks % 4 == 3 ? Tile::kBlockBytes - 96 : 32;
+        qd = plus(qd, next);
+        kd = plus(kd, next);
+        asm volatile("" : "+l"(qd), "+l"(kd));
       }
       wgmma_commit();
       wgmma_wait<0>();
       fence_accumulators(sv);
-      fence_accumulators(a);
-      fence_accumulators(b);
+      fence_accumulators(sc);
+      if (c0 > 0) {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        if (c0 > 0) sv[i] += a[i];
-        if (two) sv[i] += b[i];
+        for (int i = 0; i < 32; ++i) sv[i] += sc[i];
       }
     }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(pipe.free_bar(t));  // scored: K's part of the stage
-    float alpha[2];
-    softmax_tile(p, w, sv, w.tok_begin + t * Tile::kTokens, rows, alpha);
-    uint32_t pa[8];
-    pack_p8(sv, pa);
-    if (t >= 2) mbar_wait(pipe.p_free(t), (t / 2 - 1) & 1);  // P V of t - 2 done with it
-    publish_p<true>(rows, pa, smem + (pipe.p_buf(t) - s_base), pipe.s_max(smem, t));
-    fence_proxy_async();  // P's codes, for wgmma's reads
-    mbar_arrive(pipe.p_ready(t));
-  }
-}
-
-// The P V warpgroups' first copies, before Q's codes are made: tiles 0-2 (every stage free),
-// one commit group each, after Q's own group; the caller waits for Q's with cp_async_wait<3>.
-__device__ __forceinline__ void first_copies_fast(FastCopies& copies, uint32_t s_base) {
-  const FastPipe pipe{s_base};
-#pragma unroll 1
-  for (int t = 0; t < Fast::kCodeStages; ++t) {
-    copies.read_ids(t);
-    if (t < copies.n_tiles) copies.issue(t, pipe.codes(t));
-    cp_async_commit();
-  }
-}
-
-// P V warpgroup g's pass over the chunk's tiles: O_g (its 256 output columns) into o. For each
-// tile t: tile t + 1 announced (this thread's copies landed), V^T of its columns
-// (transpose_v_half), the scorer's P and maxima, tile t + 3's copies into t's stage once it is
-// scored and transposed, O rescaled, and O += P V with P and V^T from shared memory. Every
-// wgmma is waited for before the loop's back edge (ptxas serializes them all, C7514, when one
-// stays in flight across it).
-__device__ __forceinline__ void consume_fast(FastCopies& copies, int n_tiles, uint8_t* smem,
-                                             Rows& rows, float (&o)[128], int g) {
-  const FastPipe pipe{smem_addr(smem)};
-  const uint32_t s_base = pipe.s_base;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  auto plus = [](uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); };
-  auto announce = [&](int t) {
-    mbar_arrive(s_base + Fast::kLandedOffset + 8 * (t % Fast::kCodeStages));
+    free_scored(t);
   };
-  cp_async_wait<2>();  // tile 0's copies (those of 1 and 2 may fly)
-  if (n_tiles > 0) announce(0);
-  copies.read_ids(Fast::kCodeStages);  // tile 3's page entries, ahead of its copies
-#pragma unroll 1
-  for (int t = 0; t < n_tiles; ++t) {
-    pipe.wait_codes(t);
-    // V^T buffer t % 2's last reader, this warpgroup's P V of t - 2, was waited for by each of
-    // its warps before the warpgroup barrier of t - 1.
-    transpose_v_half(pipe.codes(t), pipe.vt(t), g);
-    mbar_arrive(pipe.free_bar(t));  // transposed: this thread's reads of V's part
-    fence_proxy_async();            // V^T, for wgmma's reads
-    pv_warpgroup_sync(g);
-    // Tile t + 3's copies into t's stage once the scorer has scored t and both P V warpgroups
-    // have transposed it (before t's P, which comes a softmax later), and the page entries of
-    // t + 4 read for the next; then tile t + 1 announced once this thread's copies landed.
-    if (t + Fast::kCodeStages < n_tiles) {
-      mbar_wait(pipe.free_bar(t), (t / Fast::kCodeStages) & 1);
-      copies.issue(t + Fast::kCodeStages, pipe.codes(t));
-    }
-    cp_async_commit();
-    copies.read_ids(t + Fast::kCodeStages + 1);
-    cp_async_wait<2>();  // tile t + 1's copies (t + 2's and t + 3's may fly)
-    if (t + 1 < n_tiles) announce(t + 1);
-    mbar_wait(pipe.p_ready(t), (t / 2) & 1);
+  // Step 2: O = alpha O + P V for the other warpgroup's tile t (its P and max from shared
+  // memory once published), left running.
+  auto pv_theirs = [&](int t) {
+    mbar_wait(p_theirs(), (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
     float alpha[2];
-    take_their_max(rows, pipe.s_max(smem, t), alpha);
+    take_their_max(rows, s_max, alpha);
     scale_o(o, alpha);
+    wait_vt(t);  // this warpgroup's own V^T, from all of its threads
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < Tile::kTokens / 32; ++ks)
-      wgmma_m64n256k32_e4m3(o, plus(p8_desc(pipe.p_buf(t)), ks * 256),
-                            plus(vt_desc(pipe.vt(t), g), ks * 256), true);
+      wgmma_m64n256k32_e4m3(o, plus(p8_desc(s_base + p_buf(t)), ks * 256),
+                            plus(vt_desc(vt(t), g), ks * 256), true);
+    wgmma_commit();
+  };
+  // Step 4: O = alpha O + P V of this warpgroup's tile t, P from registers, once the other
+  // warpgroup has written t's V^T; waited for, and t's V^T buffer freed.
+  auto pv_mine = [&](const uint32_t(&pa)[8], const float(&alpha)[2], int t) {
+    wait_vt(t);
+    scale_o(o, alpha);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      const uint32_t a[4] = {pa[4 * ks], pa[4 * ks + 1], pa[4 * ks + 2], pa[4 * ks + 3]};
+      wgmma_m64n256k32_e4m3_rs(o, a, plus(vt_desc(vt(t), g), ks * 256), true);
+    }
     wgmma_commit();
     wgmma_wait<0>();
     fence_accumulators(o);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(pipe.p_free(t));
+    warp_arrive(Fast::kVtFreeOffset + 8 * (t % 2));
+  };
+  auto first = [&](int t) { return w.tok_begin + t * Tile::kTokens; };
+  // Steps 3 and 4 of tile t, scored into sv: the softmax, P to the other warpgroup (its buffer's
+  // last reader, the other's P V of t - 2, was waited for before it published t - 1's), P V.
+  auto finish_own = [&](int t, float(&sv)[32]) {
+    float alpha[2];
+    uint32_t pa[8];
+    softmax_tile(p, w, sv, first(t), rows, alpha);
+    pack_p8(sv, pa);
+    // Step 2's P V, before this warpgroup's P is published: the other warpgroup's answer to it
+    // is the P that goes into the buffer step 2 read (waited for after the publication, the
+    // other warpgroup's next P could overwrite that buffer under the P V; and no faster: H200,
+    // 2026-12-03, V4 2.236-2.238 ms against 2.251).
+    wgmma_wait<0>();
+    fence_accumulators(o);
+    __syncwarp();  // the quads' reads of s_max in pv_theirs before their lane 0 overwrites it
+    publish_p<true>(rows, pa, smem + p_buf(t), s_max);
+    fence_proxy_async();
+    mbar_arrive(p_mine());  // releases this thread's stores
+    pv_mine(pa, alpha, t);
+  };
+
+  float sv[32];
+  int own = g;
+  if (g == 0) {  // tile 0 comes first: nothing of the other's to transpose or multiply
+    if (n_tiles > 0) {
+      scores(0, sv, false, -1);
+      finish_own(0, sv);
+    }
+    own = 2;
   }
-  cp_async_wait<0>();
+  for (; own < n_tiles; own += 2) {
+    scores(own, sv, true, own - 1);
+    pv_theirs(own - 1);
+    finish_own(own, sv);
+  }
+  if (own - 1 < n_tiles) {  // the chunk's last tile is the other warpgroup's
+    const int t = own - 1;
+    wait_vt_free(t);
+    wait_codes(t);
+    transpose_v(codes(t), vt(t));
+    publish_vt(t);
+    pv_theirs(t);
+    wgmma_wait<0>();
+    fence_accumulators(o);
+  }
 }
 
 }  // namespace treeverify::cuda::sm90

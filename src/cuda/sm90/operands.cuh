@@ -223,6 +223,15 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 //   (cp.async.mbarrier.arrive); each thread waits there, widens its rows of the producer's
 //   half and arrives on the full barrier, as the scoring warpgroup's threads do for the
 //   other half.
+// - kFast (e4m3, fast mode): the codes land where wgmma reads them (code_offset, tail_offset)
+//   by cp.async, into Tile::Fast's three stages of codes; each thread announces a tile on the
+//   stage's "codes landed" mbarrier with a plain arrival once cp.async.wait_group has seen its
+//   copies land, a tile later (the consumers read codes with ldmatrix, and racecheck did not
+//   follow cp.async.mbarrier.arrive to them), and that is all: the consumers write V^T
+//   (fast_pipeline.cuh) and free the stage once the tile is scored and transposed. (The producer's
+//   warps transposing each tile themselves were slower every way it was tried: H200, 2026-12-03, V2
+//   0.377 ms against 0.313 between a tile's landing and the next tile's copies, and 0.344-0.424
+//   after them; sm90/DESIGN_NOTES.md.)
 // - kTma (pages of 64 rows or more; `kv_map` from kv_tensor_map.h): a whole tile within one
 //   page goes by TMA instead. 16-bit: producer thread 0 announces the tile's 73728 bytes on
 //   the full barrier and issues the 9 tensor copies of its 64-value blocks (each lands in the
@@ -236,13 +245,14 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 // it into two halves that take alternate e4m3 tiles, so that one widens while the other's
 // copies fly, was slower: V1 0.222 ms against 0.198, H200 2026-12-01; the widening's
 // shared-memory traffic is what limits it.)
-template <bool kE4M3, bool kTma>
+template <bool kE4M3, bool kFast, bool kTma>
 __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
                                         uint32_t s_base, const CUtensorMap* kv_map) {
   constexpr int kProducers = Tile::kThreads - Tile::kConsumerThreads;
   constexpr int kRowStep = kProducers / 8;                // 16
   constexpr int kRowsEach = Tile::kTokens / kRowStep;     // 4
   constexpr int kRowBytes = kE4M3 ? kQKDim : kQKDim * 2;  // a KV row in the cache
+  static_assert(!kFast || (kE4M3 && !kTma), "fast mode: an e4m3 cache, copies by cp.async");
   const int pt = static_cast<int>(threadIdx.x) - Tile::kConsumerThreads;
   const int u = pt % 8, r0 = pt / 8;
   auto page_ids = [&](int tile, int32_t(&ids)[kRowsEach]) {
@@ -254,6 +264,10 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
                    : 0;
     }
   };
+  // Fast mode: this thread's copies of tile t have landed (cp.async.wait_group saw them).
+  auto announce = [&](int t) {
+    mbar_arrive(s_base + Fast::kLandedOffset + 8 * (t % Fast::kCodeStages));
+  };
   int32_t next[kRowsEach];
   page_ids(0, next);
   for (int tile = 0; tile < n_tiles; ++tile) {
@@ -261,11 +275,14 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
 #pragma unroll
     for (int i = 0; i < kRowsEach; ++i) ids[i] = next[i];
     page_ids(tile + 1, next);
-    constexpr int kStages = Tile::kStages;
+    // Fast mode: kCodeStages stages of codes, freed once scored and transposed (Tile::Fast);
+    // tile t's codes announced on its stage's "codes landed" mbarrier by announce(t).
+    constexpr int kStages = kFast ? Fast::kCodeStages : Tile::kStages;
     const int s = tile % kStages;
     if (tile >= kStages)  // the consumers are done with the tile kStages before
-      mbar_wait(s_base + Tile::kEmptyOffset + 8 * s, (tile / kStages - 1) & 1);
-    const uint32_t stage = s_base + s * Tile::kStageBytes;
+      mbar_wait(s_base + (kFast ? Fast::kFreeOffset : Tile::kEmptyOffset) + 8 * s,
+                (tile / kStages - 1) & 1);
+    const uint32_t stage = s_base + s * (kFast ? Fast::kCodeBytes : Tile::kStageBytes);
     const uint32_t full = s_base + Tile::kFullOffset + 8 * s;
     bool whole = false;  // a whole tile inside one page, for TMA
     const int first = w.tok_begin + tile * Tile::kTokens, last = first + Tile::kTokens - 1;
@@ -285,7 +302,7 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
         continue;
       }
     }
-    const uint32_t landed = s_base + Tile::kLandedOffset + 8 * s;
+    const uint32_t landed = s_base + Tile::kLandedOffset + 8 * s;  // not fast mode's (above)
     if (kE4M3 && whole) {
       constexpr int kBoxes = (kQKDim + 127) / 128;
       if (pt == 0) {
@@ -310,7 +327,17 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
           src += kv_row * kRowBytes;
           bytes = 16;
         }
-        if constexpr (kE4M3) {
+        if constexpr (kFast) {
+          // Codes 128 j + 16 u .. + 15 of the row where wgmma reads them (code_offset).
+#pragma unroll
+          for (int j = 0; j < (kQKDim + 127) / 128; ++j) {
+            const uint32_t c = 128 * j + 16 * u;
+            if (j < 4)
+              cp_async_16(stage + code_offset(r, c), src + 128 * j, bytes);
+            else if (u < 4)
+              cp_async_16(stage + tail_offset(r, c), src + 128 * j, bytes);
+          }
+        } else if constexpr (kE4M3) {
           // Codes 128 j + 16 u .. + 15 of the row to unit u of its 128 bytes in block 2 j.
 #pragma unroll
           for (int j = 0; j < (kQKDim + 127) / 128; ++j)
@@ -323,11 +350,23 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
             cp_async_16(stage + tile_offset(r, kb, u), src + kb * 128, bytes);
         }
       }
-      if constexpr (kE4M3) {
+      if constexpr (kFast) {
+        // Tile - 1's copies are waited for here, with this tile's in flight, and announced by a
+        // plain arrival (racecheck does not follow cp.async.mbarrier.arrive to this pipeline's
+        // readers: sm90/DESIGN_NOTES.md); the last tile's after the loop.
+        cp_async_commit();
+        if (tile > 0) {
+          cp_async_wait<1>();
+          announce(tile - 1);
+        }
+      } else if constexpr (kE4M3) {
         cp_async_mbar_arrive(landed);  // when this thread's codes land
       }
     }
-    if constexpr (kE4M3) {
+    if constexpr (kFast) {
+      // Nothing more: the consumer warpgroup that does not score the tile writes its V^T
+      // (fast_pipeline.cuh).
+    } else if constexpr (kE4M3) {
       // Every copy of the tile has landed (the consumers' half of the rows too, which the
       // warpgroup that scores the tile widens: widen_own_half in verify_wgmma.cuh).
       mbar_wait(landed, (tile / Tile::kStages) & 1);
@@ -336,6 +375,12 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
       mbar_arrive(full);
     } else {
       cp_async_mbar_arrive(full);
+    }
+  }
+  if constexpr (kFast) {
+    if (n_tiles > 0) {
+      cp_async_wait<0>();
+      announce(n_tiles - 1);
     }
   }
 }

@@ -63,21 +63,15 @@ struct WgmmaTile {
     static constexpr int kRegionEnd =
         std::max(kPOffset + 2 * kPBytes, kQ16Offset + kQKDim / 64 * kBlockBytes);
     // mbarriers a stage of codes: landed (the producer's 128 threads, each once its copies have
-    // landed), free (scored by the scorer's 4 warps and transposed by the P V warpgroups' 256
-    // threads); a P buffer: free (the P V warpgroups' 8 warps, after their P V). The P-ready
-    // mbarriers (one a P buffer), the rows' maxima (one set a P buffer) and the epilogue's
+    // landed), free (scored by its owner's 4 warps and transposed by the other's 128 threads);
+    // a V^T buffer: full (the transposing warpgroup's 128 threads), free (its owner's 4 warps,
+    // after their P V). The P-ready mbarriers, the rows' maxima and sums and the epilogue's
     // staging are the 16-bit map's (below).
     static constexpr int kLandedOffset = kRegionEnd;
     static constexpr int kFreeOffset = kLandedOffset + kCodeStages * 8;
-    static constexpr int kPFreeOffset = kFreeOffset + kCodeStages * 8;
-    static constexpr int kEnd = kPFreeOffset + 2 * 8;
-    // Registers (setmaxnreg): the P V warpgroups hold O (128) and a transposition's loads (16);
-    // the scorer two score accumulators (64), P's codes, the copies' page entries.
-    // The launch gives each of the 384 threads 168 (65536 / 384, rounded down to 8), and
-    // setmaxnreg.inc waits for what the others have given back: the sum must stay within the
-    // launch's (with more, the P V warpgroups waited forever: H200, 2026-12-04).
-    static constexpr int kScorerRegisters = 144, kPvRegisters = 176;
-    static_assert(kScorerRegisters + 2 * kPvRegisters <= 3 * 168, "the launch's registers");
+    static constexpr int kVtFullOffset = kFreeOffset + kCodeStages * 8;
+    static constexpr int kVtFreeOffset = kVtFullOffset + 2 * 8;
+    static constexpr int kEnd = kVtFreeOffset + 2 * 8;
     static_assert(kTailOffset % 512 == 0, "the 64-byte swizzle's 512-byte atoms");
     static_assert(kCodeBytes % 1024 == 0 && kQ16Offset % 1024 == 0, "the 128-byte swizzle's atoms");
   };

@@ -225,21 +225,6 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   }
 }
 
-// The two rows a thread of a consumer or scorer warpgroup holds (Rows), its state reset.
-__device__ __forceinline__ Rows make_rows(const VerifyKernelParams& p, const CtaWork& w, int warp,
-                                          int lane) {
-  Rows rows;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    rows.r[h] = 16 * (warp % 4) + lane / 4 + 8 * h;
-    rows.valid[h] = w.row0 + rows.r[h] < w.rows_b;
-    // A node always sees itself, so requests of one node (decode) never read the mask.
-    rows.node[h] = rows.valid[h] ? (w.row0 + rows.r[h]) / p.num_heads : 0;
-    rows.mask[h] = p.tree_mask + static_cast<int64_t>(w.q0 + rows.node[h]) * p.mask_words;
-  }
-  return rows;
-}
-
 // T: the query's and output's type; kE4M3: an e4m3 cache, in exact mode (fp16 products) or, with
 // kFast, in fast mode (e4m3 products); kTma: whole tiles inside one page copied by TMA through
 // kv_map (operands.cuh, produce; not in fast mode).
@@ -270,13 +255,14 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
       mbar_init(s_base + Tile::kPReadyOffset + 8 * g, kWarpgroupThreads);
     if constexpr (kFast) {
       for (int s = 0; s < Fast::kCodeStages; ++s) {
-        // their cp.async landed (the P V warpgroups copy the codes)
-        mbar_init(s_base + Fast::kLandedOffset + 8 * s, Tile::kConsumerThreads);
-        mbar_init(s_base + Fast::kFreeOffset + 8 * s,  // scored (4 warps), transposed (256 threads)
-                  4 + Tile::kConsumerThreads);
+        mbar_init(s_base + Fast::kLandedOffset + 8 * s, kProducers);  // their cp.async landed
+        mbar_init(s_base + Fast::kFreeOffset + 8 * s,  // scored (4 warps), transposed (128 threads)
+                  kConsumerWarps / 2 + kWarpgroupThreads);
       }
-      for (int b = 0; b < 2; ++b)  // a P buffer: its P V done (the P V warpgroups' 8 warps)
-        mbar_init(s_base + Fast::kPFreeOffset + 8 * b, kConsumerWarps);
+      for (int b = 0; b < 2; ++b) {
+        mbar_init(s_base + Fast::kVtFullOffset + 8 * b, kWarpgroupThreads);   // V^T written
+        mbar_init(s_base + Fast::kVtFreeOffset + 8 * b, kConsumerWarps / 2);  // owner's P V done
+      }
     } else {
       for (int s = 0; s < Tile::kStages; ++s) {
         mbar_init(s_base + Tile::kFullOffset + 8 * s,
@@ -290,39 +276,31 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   }
   __syncthreads();  // the mbarriers; the last barrier the producer warpgroup joins
   if (warp >= Tile::kProducerWarp) {
-    if constexpr (kFast) {
-      // Fast mode: the third warpgroup scores every tile and copies the codes (fast_pipeline.cuh).
-      setmaxnreg_dec<Fast::kScorerRegisters>();
-      Rows rows = make_rows(p, w, warp, lane);
-      score_fast(p, w, n_tiles, smem, rows, s_lse);
-      // The rows' sums to the P V warpgroups' epilogue (s_inv_l: free until it writes there).
-      if (lane % 4 == 0)
-        for (int h = 0; h < 2; ++h) s_inv_l[rows.r[h]] = rows.l[h];
-      fast_sums_arrive();
-    } else {
-      setmaxnreg_dec<Tile::kProducerRegisters>();
-      produce<kE4M3, kTma>(p, w, n_tiles, s_base, &kv_map);
-    }
+    setmaxnreg_dec<Tile::kProducerRegisters>();
+    produce<kE4M3, kFast, kTma>(p, w, n_tiles, s_base, &kv_map);
     return;
   }
-  setmaxnreg_inc<kFast ? Fast::kPvRegisters : Tile::kConsumerRegisters>();
+  setmaxnreg_inc<Tile::kConsumerRegisters>();
 
   // kv_scale's load (e4m3) in flight beside Q's copies.
   const float v_scale = kE4M3 ? __ldg(p.kv_scale) : 1.f;  // O's factor
   // Fast mode: Q's 16-bit rows land where V^T and P go later (Tile::Fast), as codes beside.
   copy_q(p, w, kFast ? s_base + Fast::kQ16Offset : s_q);
   cp_async_commit();
-  FastCopies copies(p, w, n_tiles);  // fast mode: the first tiles' codes go out beside Q
-  if constexpr (kFast) first_copies_fast(copies, s_base);
-  Rows rows = make_rows(p, w, warp, lane);
+  Rows rows;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    rows.r[h] = 16 * (warp % 4) + lane / 4 + 8 * h;
+    rows.valid[h] = w.row0 + rows.r[h] < w.rows_b;
+    // A node always sees itself, so requests of one node (decode) never read the mask.
+    rows.node[h] = rows.valid[h] ? (w.row0 + rows.r[h]) / p.num_heads : 0;
+    rows.mask[h] = p.tree_mask + static_cast<int64_t>(w.q0 + rows.node[h]) * p.mask_words;
+  }
   float o[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.f;
   const int wg = warp / 4;
-  if constexpr (kFast)
-    cp_async_wait<Fast::kCodeStages>();  // Q's (the first tiles' may fly)
-  else
-    cp_async_wait<0>();
+  cp_async_wait<0>();
   // Q to fp16 (exact mode) or to e4m3 codes (fast mode) and each row's factor (in s_lse, free
   // until the epilogue), each thread on the Q units it copied; K and V are the cache's codes
   // (widened in exact mode), so the scores take kv_scale and so does O.
@@ -331,11 +309,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   else if constexpr (kE4M3)
     prepare_q_f16<T>(smem + Tile::kQOffset, s_lse, v_scale);
   fence_proxy_async();
-  // Q (and its row factors), for every consumer (and the scorer) and for wgmma's reads
-  if constexpr (kFast)
-    fast_prologue_sync();
-  else
-    consumer_sync();
+  consumer_sync();  // Q (and its row factors), for every consumer and for wgmma's reads
   for (int h = 0; h < 2; ++h) rows.scale_log2[h] = p.scale_log2 * (kE4M3 ? s_lse[rows.r[h]] : 1.f);
 
   if constexpr (kWiden) {  // a copy a warpgroup (one shared copy spilled 52-64 bytes)
@@ -344,9 +318,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
     else
       consume<M, kE4M3>(p, w, n_tiles, smem, rows, o, 1);
   } else if constexpr (kFast) {
-    consume_fast(copies, n_tiles, smem, rows, o, wg);
-    fast_sums_sync();  // the scorer's row sums, over the whole chunk: warpgroup 0's in the epilogue
-    for (int h = 0; h < 2; ++h) rows.l[h] = wg == 0 ? s_inv_l[rows.r[h]] : 0.f;
+    consume_fast(p, w, n_tiles, smem, rows, o, wg);
   } else {
     consume<M, kE4M3>(p, w, n_tiles, smem, rows, o, wg);
   }
