@@ -9,13 +9,18 @@
 # any unpack, a spill or local memory. Dynamic shared memory is checked at compile time
 # (config.h: the sm_86/89/120 variants fit 101376 bytes a block).
 # cuobjdump: the CUDA toolkit's, or pip's nvidia-cuda-cuobjdump.
-# Usage: scripts/fast_mode_sass.sh [BUILD_DIR] [ARCHS...]   (default: build-release, 89 120)
+# Arch 90a: the sm_90a wgmma kernel's fast instances (src/cuda/sm90/verify_wgmma.cu, bf16 and
+# fp16 queries): e4m3 wgmma (QGMMA) only, the score products a whole number of tiles' worth (a
+# positive multiple of kQKDim / 32 = 18 QGMMA.64x64x32: ptxas 13.0 once dropped a group of
+# them whose results it took for dead, putting a dummy 16-bit HGMMA in their place, which gave
+# wrong scores; sm90/DESIGN_NOTES.md), no spill, no local memory.
+# Usage: scripts/fast_mode_sass.sh [BUILD_DIR] [ARCHS...]   (default: build-release, 89 120 90a)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-release}
 shift || true
 archs=("$@")
-[ ${#archs[@]} -gt 0 ] || archs=(89 120)
+[ ${#archs[@]} -gt 0 ] || archs=(89 120 90a)
 [ -f "$build/src/generated/build_config.h" ] || { echo "fast_mode_sass: configure $build first" >&2; exit 1; }
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 cuobjdump=$(command -v cuobjdump ||
@@ -24,9 +29,42 @@ cuobjdump=$(command -v cuobjdump ||
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-printf '%-6s %-26s %5s %6s %6s %5s %6s %5s %6s %6s %5s\n' arch kernel regs spills stack \
-  QMMA.32 QMMA.16 HMMA unpack e4m3pk local
+# The wgmma kernel's fast instances (arch 90a): one compile, every instance's SASS from it.
+check_wgmma_fast() {
+  "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -Iinclude -Isrc -I"$build/src/generated" \
+    --generate-code=arch=compute_90a,code=sm_90a --resource-usage -c src/cuda/sm90/verify_wgmma.cu \
+    -o "$tmp/w.o" >"$tmp/wptxas.txt" 2>&1
+  local dtype fn res regs spills stack q64 q256 hgmma local_mem
+  for dtype in 13__nv_bfloat16 6__half; do
+    fn="_ZN10treeverify4cuda4sm9019verify_wgmma_kernelI${dtype}Lb1ELb1ELb0EEEvNS0_3mma18VerifyKernelParamsE14CUtensorMap_st"
+    res=$(grep -A3 "Function properties for $fn" "$tmp/wptxas.txt" | tr '\n' ' ')
+    regs=$(grep -oE "Used [0-9]+ registers" <<<"$res" | grep -oE "[0-9]+" | head -1)
+    spills=$(grep -oE "[0-9]+ bytes spill stores" <<<"$res" | grep -oE "^[0-9]+" | head -1)
+    stack=$(grep -oE "[0-9]+ bytes stack frame" <<<"$res" | grep -oE "^[0-9]+" | head -1)
+    "$cuobjdump" -sass -fun "$fn" "$tmp/w.o" >"$tmp/w.sass" 2>/dev/null
+    count() { grep -cE "$1" "$tmp/w.sass" || true; }
+    q64=$(count 'QGMMA\.64x64x32') q256=$(count 'QGMMA\.64x256x32') hgmma=$(count 'HGMMA')
+    local_mem=$(count '\b(LDL|STL)\b')
+    printf '%-6s %-26s %5s %6s %6s %9s %10s %5s %5s\n' sm_90a "wgmma_fast_$([ "$dtype" = 6__half ] && echo fp16 || echo bf16)" \
+      "${regs:-?}" "${spills:-?}" "${stack:-?}" "$q64" "$q256" "$hgmma" "$local_mem"
+    if [ "${regs:-x}" = x ] || [ "$q64" -eq 0 ] || [ $((q64 % 18)) -ne 0 ] || [ "$q256" -eq 0 ] ||
+      [ "$hgmma" -ne 0 ] || [ "${spills:-1}" -ne 0 ] || [ "${stack:-1}" -ne 0 ] ||
+      [ "$local_mem" -ne 0 ]; then
+      echo "fast_mode_sass: the sm_90a wgmma fast instance ($dtype) lost score products, has" \
+        "16-bit wgmma or uses local memory" >&2
+      fail=1
+    fi
+  done
+}
 for arch in "${archs[@]}"; do
+  if [ "$arch" = 90a ]; then
+    printf '%-6s %-26s %5s %6s %6s %9s %10s %5s %5s\n' arch kernel regs spills stack \
+      QGMMA.64 QGMMA.256 HGMMA local
+    check_wgmma_fast
+    continue
+  fi
+  printf '%-6s %-26s %5s %6s %6s %5s %6s %5s %6s %6s %5s\n' arch kernel regs spills stack \
+    QMMA.32 QMMA.16 HMMA unpack e4m3pk local
   for src in src/cuda/mma/instantiations/*_e4m3_fast.cu; do
     name=$(basename "$src" .cu)
     "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -Iinclude -Isrc -I"$build/src/generated" \
