@@ -180,7 +180,12 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
   // are predicated off, so their addresses do not matter).
   const uint32_t ld = stage + r0 * 128 + u * 16;
   const uint32_t st = stage + (u / 4) * Tile::kBlockBytes + r0 * 128;
-  const uint32_t unit = (2 * (u % 4)) ^ (r0 % 8);
+  // Lanes u and u + 4 of a row write the same units of two blocks, so the same banks: lanes
+  // u >= 4 store their two halves in the other order (unit ^ 1 first, their codes swapped
+  // after the load), so that each quarter-warp's 8 stores fall in 8 different bank groups (ncu,
+  // H200, 2026-12-04: 33.9M bank-conflict wavefronts on V4's shape, the widening's stores 2-way).
+  const uint32_t swap = u / 4;
+  const uint32_t unit = ((2 * (u % 4)) ^ (r0 % 8)) ^ swap;
   constexpr int kPieces = (kQKDim + 127) / 128;  // 128 codes of each row
 #pragma unroll(kUnrolled ? kPieces : 1)
   for (int j = 0; j < kPieces; ++j) {
@@ -195,6 +200,11 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
     __syncwarp();
 #pragma unroll
     for (int i = 0; i < kWidenRows; ++i) {
+      const uint32_t c0 = x[i][0], c1 = x[i][1];
+      x[i][0] = swap ? x[i][2] : c0;
+      x[i][1] = swap ? x[i][3] : c1;
+      x[i][2] = swap ? c0 : x[i][2];
+      x[i][3] = swap ? c1 : x[i][3];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         uint32_t o[4];
