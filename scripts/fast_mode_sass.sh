@@ -34,7 +34,7 @@ check_wgmma_fast() {
   "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -Iinclude -Isrc -I"$build/src/generated" \
     --generate-code=arch=compute_90a,code=sm_90a --resource-usage -c src/cuda/sm90/verify_wgmma.cu \
     -o "$tmp/w.o" >"$tmp/wptxas.txt" 2>&1
-  local dtype fn res regs spills stack q64 q256 hgmma local_mem
+  local dtype fn label res regs spills stack q64 q256 hgmma local_mem
   for dtype in 13__nv_bfloat16 6__half; do
     fn="_ZN10treeverify4cuda4sm9019verify_wgmma_kernelI${dtype}Lb1ELb1ELb0EEEvNS0_3mma18VerifyKernelParamsE14CUtensorMap_st"
     res=$(grep -A3 "Function properties for $fn" "$tmp/wptxas.txt" | tr '\n' ' ')
@@ -45,7 +45,9 @@ check_wgmma_fast() {
     count() { grep -cE "$1" "$tmp/w.sass" || true; }
     q64=$(count 'QGMMA\.64x64x32') q256=$(count 'QGMMA\.64x256x32') hgmma=$(count 'HGMMA')
     local_mem=$(count '\b(LDL|STL)\b')
-    printf '%-6s %-26s %5s %6s %6s %9s %10s %5s %5s\n' sm_90a "wgmma_fast_$([ "$dtype" = 6__half ] && echo fp16 || echo bf16)" \
+    label=wgmma_fast_bf16
+    [ "$dtype" = 6__half ] && label=wgmma_fast_fp16
+    printf '%-6s %-26s %5s %6s %6s %9s %10s %5s %5s\n' sm_90a "$label" \
       "${regs:-?}" "${spills:-?}" "${stack:-?}" "$q64" "$q256" "$hgmma" "$local_mem"
     if [ "${regs:-x}" = x ] || [ "$q64" -eq 0 ] || [ $((q64 % 18)) -ne 0 ] || [ "$q256" -eq 0 ] ||
       [ "$hgmma" -ne 0 ] || [ "${spills:-1}" -ne 0 ] || [ "${stack:-1}" -ne 0 ] ||
