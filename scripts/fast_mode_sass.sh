@@ -29,6 +29,8 @@ cuobjdump=$(command -v cuobjdump ||
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
+# Lines of SASS file $2 matching $1.
+count() { grep -cE "$1" "$2" || true; }
 # The wgmma kernel's fast instances (arch 90a): one compile, every instance's SASS from it.
 check_wgmma_fast() {
   "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -Iinclude -Isrc -I"$build/src/generated" \
@@ -42,9 +44,8 @@ check_wgmma_fast() {
     spills=$(grep -oE "[0-9]+ bytes spill stores" <<<"$res" | grep -oE "^[0-9]+" | head -1)
     stack=$(grep -oE "[0-9]+ bytes stack frame" <<<"$res" | grep -oE "^[0-9]+" | head -1)
     "$cuobjdump" -sass -fun "$fn" "$tmp/w.o" >"$tmp/w.sass" 2>/dev/null
-    count() { grep -cE "$1" "$tmp/w.sass" || true; }
-    q64=$(count 'QGMMA\.64x64x32') q256=$(count 'QGMMA\.64x256x32') hgmma=$(count 'HGMMA')
-    local_mem=$(count '\b(LDL|STL)\b')
+    q64=$(count 'QGMMA\.64x64x32' "$tmp/w.sass") q256=$(count 'QGMMA\.64x256x32' "$tmp/w.sass")
+    hgmma=$(count 'HGMMA' "$tmp/w.sass") local_mem=$(count '\b(LDL|STL)\b' "$tmp/w.sass")
     label=wgmma_fast_bf16
     [ "$dtype" = 6__half ] && label=wgmma_fast_fp16
     printf '%-6s %-26s %5s %6s %6s %9s %10s %5s %5s\n' sm_90a "$label" \
@@ -78,10 +79,9 @@ for arch in "${archs[@]}"; do
     spills=$(grep -oE "[0-9]+ bytes spill stores" <<<"$res" | grep -oE "^[0-9]+" | head -1)
     stack=$(grep -oE "[0-9]+ bytes stack frame" <<<"$res" | grep -oE "^[0-9]+" | head -1)
     "$cuobjdump" -sass "$tmp/k.o" >"$tmp/k.sass"
-    count() { grep -cE "$1" "$tmp/k.sass" || true; }
-    q32=$(count 'QMMA\.16832') q16=$(count 'QMMA\.16816') hmma=$(count 'HMMA')
-    unpack=$(count 'F2FP[^ ]*UNPACK') pack=$(count 'F2FP[^ ]*E4M3[^ ]*PACK')
-    local_mem=$(count '\b(LDL|STL)\b')
+    q32=$(count 'QMMA\.16832' "$tmp/k.sass") q16=$(count 'QMMA\.16816' "$tmp/k.sass")
+    hmma=$(count 'HMMA' "$tmp/k.sass") unpack=$(count 'F2FP[^ ]*UNPACK' "$tmp/k.sass")
+    pack=$(count 'F2FP[^ ]*E4M3[^ ]*PACK' "$tmp/k.sass") local_mem=$(count '\b(LDL|STL)\b' "$tmp/k.sass")
     printf '%-6s %-26s %5s %6s %6s %5s %6s %5s %6s %6s %5s\n' "sm_$arch" \
       "${name#verify_}" "${regs:-?}" "${spills:-?}" "${stack:-?}" "$q32" "$q16" "$hmma" \
       "$unpack" "$pack" "$local_mem"
