@@ -178,24 +178,16 @@ __device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t x, uint32_t& lo, uint
 #endif
 }
 
-// 16 e4m3 codes of a stage row, widened, as 16 fp16 values at shared address `dst`: piece
-// `piece` of its row, whose 32 bytes start at row + 32 piece. Two 16-byte stores: in a
-// quarter-warp (8 lanes, pieces 8 q .. 8 q + 7) pieces p and p + 4 would write the same four
-// banks with the same half, so pieces with (p / 4) odd store their upper half first (the
-// codes' halves swapped before widening, 4 selects rather than 8): each phase's 8 stores then
-// fall in 8 different bank groups.
-__device__ __forceinline__ void widen_piece(uint32_t dst, int piece, uint4 in) {
-  const bool swap = (piece / 4) % 2 != 0;
-  const uint32_t w[4] = {swap ? in.z : in.x, swap ? in.w : in.y, swap ? in.x : in.z,
-                         swap ? in.y : in.w};
+// 16 e4m3 codes of a stage row, widened, as 16 fp16 values at shared address `dst`.
+__device__ __forceinline__ void widen_piece(uint32_t dst, uint4 in) {
+  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
   uint32_t o[8];
 #pragma unroll
   for (int j = 0; j < 4; ++j) e4m3x4_to_f16x2x2(w[j], o[2 * j], o[2 * j + 1]);
-  const uint32_t first = dst + (swap ? 16u : 0u), second = dst + (swap ? 0u : 16u);
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(first), "r"(o[0]), "r"(o[1]),
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(o[0]), "r"(o[1]),
                "r"(o[2]), "r"(o[3]));
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(second), "r"(o[4]),
-               "r"(o[5]), "r"(o[6]), "r"(o[7]));
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + 16), "r"(o[4]), "r"(o[5]),
+               "r"(o[6]), "r"(o[7]));
 }
 
 // 16 bytes of shared memory at `addr` (16-byte aligned).
@@ -226,8 +218,8 @@ __device__ __forceinline__ void dequantize_tile(uint32_t stage) {
     uint4 b = make_uint4(0, 0, 0, 0);
     if (lane < kRowPieces - 32) b = ld_shared_v4(r + kE4M3RowOffset + (32 + lane) * 16);
     __syncwarp();
-    widen_piece(r + lane * 32, lane, a);
-    if (lane < kRowPieces - 32) widen_piece(r + (32 + lane) * 32, 32 + lane, b);
+    widen_piece(r + lane * 32, a);
+    if (lane < kRowPieces - 32) widen_piece(r + (32 + lane) * 32, b);
     __syncwarp();  // the row's reads and writes are done before the lanes move on
   }
 }
