@@ -3,46 +3,69 @@
 #include <cuda_fp16.h>
 
 #include "cuda/common/combine.cuh"
+#include "cuda/common/combine_shape.h"
 #include "cuda/common/constants.h"
 #include "cuda/common/mma.cuh"
 
 namespace treeverify::cuda {
 namespace {
 
-// A stream of lanes merges kLanes x 4 columns (a float4 a lane) of one row over every
-// streams-th chunk; a warp holds 32 / kLanes streams.
-constexpr int kMaxWarps = 16;  // 512 threads leave 128 registers a thread: no spills anywhere
-// Chunks a stream requests at once: their loads are all in flight before the first is used.
-constexpr int kBatch = 8;
+// A stream of lanes merges kLanes x kCols columns (an 8 or 16-byte load a lane) of one row
+// over every streams-th chunk; a warp holds 32 / kLanes streams. The launch shape (how many
+// columns and lanes, how many warps): combine_shape.h.
 
 // Running merge of partials normalised by their own sum: acc / sum is the merged output and
 // m + log2(sum) its lse (log2 units).
+template <int kCols>
 struct Merge {
   float m = -INFINITY, sum = 0.f;
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  float acc[kCols] = {};
   // Adds a partial of lse s and values v, or (weight_sum != 1) another merge with m = s,
   // acc = v and sum = weight_sum. A NaN partial (lse NaN: its rows saw a non-finite value)
   // makes w, and so acc and sum, NaN for good; the kernel wrote finite values everywhere else.
-  __device__ void add(float s, float4 v, float weight_sum = 1.f) {
+  __device__ void add(float s, const float (&v)[kCols], float weight_sum = 1.f) {
     // An empty partial, or a stream that added nothing, or only NaN (sum NaN, m -inf: go on).
     if (s == -INFINITY && !isnan(weight_sum)) return;
     const float m_new = fmaxf(m, s);
     const float scale = exp2f(m - m_new), w = exp2f(s - m_new);  // scale = 0 while m = -inf
-    acc.x = acc.x * scale + w * v.x, acc.y = acc.y * scale + w * v.y;
-    acc.z = acc.z * scale + w * v.z, acc.w = acc.w * scale + w * v.w;
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) acc[j] = acc[j] * scale + w * v[j];
     sum = sum * scale + w * weight_sum;
     m = m_new;
   }
 };
 
-// Block (r, slice, b) merges columns [4 kLanes slice, +4 kLanes) of row r of request b. Its
-// streams split the request's chunks (stream i takes i, i + streams, ...) with kBatch loads in
-// flight a lane; the streams of a warp meet by shuffles, the warps in shared memory. Rows of
-// few partials (decode, batch 1) take narrow slices (kLanes 8: 16 blocks a row) so that the
-// combine still spreads over the device. The grid names the request: no search.
-template <typename T, int kLanes>
-__global__ void __launch_bounds__(kMaxWarps * 32) combine_kernel(const CombineParams p) {
-  static_assert(kLanes == 8 || kLanes == 16 || kLanes == 32);
+// kCols 16-bit values (kCols / 2 registers of a load), as floats and back.
+template <typename T, int kCols>
+__device__ __forceinline__ void unpack_cols(const uint32_t (&v)[kCols / 2], float (&out)[kCols]) {
+#pragma unroll
+  for (int j = 0; j < kCols / 2; ++j) {
+    const float2 f = unpack2<T>(v[j]);
+    out[2 * j] = f.x, out[2 * j + 1] = f.y;
+  }
+}
+
+// The lane's kCols values of a partial: one 8 or 16-byte load.
+template <int kCols>
+__device__ __forceinline__ void load_cols(const void* src, uint32_t (&v)[kCols / 2]) {
+  if constexpr (kCols == 8) {
+    const uint4 x = __ldg(static_cast<const uint4*>(src));
+    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+  } else {
+    static_assert(kCols == 4);
+    const uint2 x = __ldg(static_cast<const uint2*>(src));
+    v[0] = x.x, v[1] = x.y;
+  }
+}
+
+// Block (r, slice, b) merges columns [kCols kLanes slice, +kCols kLanes) of row r of
+// request b. Its streams split the request's chunks (stream i takes i, i + streams, ...) with
+// kCombineBatch loads in flight a lane; the streams of a warp meet by shuffles, the warps in
+// shared memory. The grid names the request: no search.
+template <typename T, int kLanes, int kCols>
+__global__ void __launch_bounds__(kCombineMaxWarps * 32) combine_kernel(const CombineParams p) {
+  static_assert(kLanes == 4 || kLanes == 8 || kLanes == 16 || kLanes == 32);
+  static_assert(kCols == 4 || kCols == 8);
 #if TV_HAS_PDL
   // Launched as a programmatic dependent of the main kernel: wait for all of it to finish.
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -58,45 +81,52 @@ __global__ void __launch_bounds__(kMaxWarps * 32) combine_kernel(const CombinePa
   const int64_t grow = static_cast<int64_t>(q0) * p.num_heads + blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const int streams = warps * kStreamsPerWarp;
-  const int col = blockIdx.y * kLanes * 4 + (lane % kLanes) * 4;
+  const int col = (blockIdx.y * kLanes + lane % kLanes) * kCols;
 
   const T* part = static_cast<const T*>(p.part_out) + grow * kVDim + col;
-  Merge mg;
-  for (int c0 = warp * kStreamsPerWarp + lane / kLanes; c0 < n; c0 += kBatch * streams) {
-    float s[kBatch];
-    uint2 v[kBatch];  // 4 columns in T
+  Merge<kCols> mg;
+  for (int c0 = warp * kStreamsPerWarp + lane / kLanes; c0 < n; c0 += kCombineBatch * streams) {
+    float s[kCombineBatch];
+    uint32_t v[kCombineBatch][kCols / 2];  // kCols columns in T
 #pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
+    for (int i = 0; i < kCombineBatch; ++i) {
       const int c = c0 + i * streams;
       // Every chunk c < n ran and wrote its partial: finite values (0 where it saw nothing,
       // lse -inf), or NaN values and lse where its rows saw a non-finite value.
       s[i] = c < n ? __ldg(p.part_lse + c * p.total_rows + grow) : -INFINITY;
-      v[i] = c < n ? __ldg(reinterpret_cast<const uint2*>(part + c * p.total_rows * kVDim))
-                   : make_uint2(0u, 0u);
+      if (c < n) {
+        load_cols<kCols>(part + c * p.total_rows * kVDim, v[i]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kCols / 2; ++j) v[i][j] = 0u;
+      }
     }
 #pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      const float2 lo = unpack2<T>(v[i].x), hi = unpack2<T>(v[i].y);
-      mg.add(s[i], make_float4(lo.x, lo.y, hi.x, hi.y));
+    for (int i = 0; i < kCombineBatch; ++i) {
+      float f[kCols];
+      unpack_cols<T, kCols>(v[i], f);
+      mg.add(s[i], f);
     }
   }
 #pragma unroll
   for (int off = kLanes; off < 32; off *= 2) {  // the warp's streams meet
     const float m = __shfl_xor_sync(0xffffffffu, mg.m, off);
     const float sum = __shfl_xor_sync(0xffffffffu, mg.sum, off);
-    const float4 acc = make_float4(
-        __shfl_xor_sync(0xffffffffu, mg.acc.x, off), __shfl_xor_sync(0xffffffffu, mg.acc.y, off),
-        __shfl_xor_sync(0xffffffffu, mg.acc.z, off), __shfl_xor_sync(0xffffffffu, mg.acc.w, off));
+    float acc[kCols];
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) acc[j] = __shfl_xor_sync(0xffffffffu, mg.acc[j], off);
     mg.add(m, acc, sum);
   }
   if (warps > 1) {  // the warps meet in shared memory; warp 0 finishes the slice
-    __shared__ float s_m[kMaxWarps], s_sum[kMaxWarps];
-    __shared__ float4 s_acc[kMaxWarps][kLanes];
+    __shared__ float s_m[kCombineMaxWarps], s_sum[kCombineMaxWarps];
+    __shared__ float s_acc[kCombineMaxWarps][kLanes][kCols];
     if (lane == 0) s_m[warp] = mg.m, s_sum[warp] = mg.sum;
-    if (lane < kLanes) s_acc[warp][lane] = mg.acc;
+    if (lane < kLanes)
+#pragma unroll
+      for (int j = 0; j < kCols; ++j) s_acc[warp][lane][j] = mg.acc[j];
     __syncthreads();
     if (warp != 0) return;
-    mg = Merge{};
+    mg = Merge<kCols>{};
     if (lane < kLanes)
       for (int w = 0; w < warps; ++w) mg.add(s_m[w], s_acc[w][lane], s_sum[w]);
   }
@@ -108,9 +138,15 @@ __global__ void __launch_bounds__(kMaxWarps * 32) combine_kernel(const CombinePa
   const int node = static_cast<int>(grow / p.num_heads),
             head = static_cast<int>(grow % p.num_heads);
   T* dst = static_cast<T*>(p.out) + node * p.out_stride_token + head * p.out_stride_head + col;
-  const float4 a = mg.acc;
-  *reinterpret_cast<uint2*>(dst) =
-      make_uint2(pack2<T>(a.x * inv, a.y * inv), pack2<T>(a.z * inv, a.w * inv));
+  const float* a = mg.acc;
+  if constexpr (kCols == 8) {
+    *reinterpret_cast<uint4*>(dst) =
+        make_uint4(pack2<T>(a[0] * inv, a[1] * inv), pack2<T>(a[2] * inv, a[3] * inv),
+                   pack2<T>(a[4] * inv, a[5] * inv), pack2<T>(a[6] * inv, a[7] * inv));
+  } else {
+    *reinterpret_cast<uint2*>(dst) =
+        make_uint2(pack2<T>(a[0] * inv, a[1] * inv), pack2<T>(a[2] * inv, a[3] * inv));
+  }
   if (p.lse != nullptr && blockIdx.y == 0 && lane == 0)
     p.lse[grow] = mg.sum == 0.f ? -INFINITY : (mg.m + __log2f(mg.sum)) * kLn2;
 }
@@ -146,21 +182,11 @@ __global__ void merge_state_kernel(const T* __restrict__ v_a, const float* __res
   if (s_out != nullptr && threadIdx.x == 0) s_out[row] = s;
 }
 
-template <int kLanes>
-cudaError_t launch_combine_lanes(const CombineParams& p, DType dtype, bool programmatic,
-                                 int device_sms, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.max_rows), kVDim / (4 * kLanes),
+template <int kLanes, int kCols>
+cudaError_t launch_combine_shape(const CombineParams& p, DType dtype, bool programmatic, int warps,
+                                 cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.max_rows), kVDim / (kCols * kLanes),
                   static_cast<unsigned>(p.batch));
-  // Enough streams that each reads about kBatch chunks, unless the blocks would no longer all
-  // fit the device at once (64 registers a thread: 32 warps a SM): a second wave of blocks
-  // costs more than streams that read twice. H200, 2026-12-01, 512 blocks of 66 chunks (V1,
-  // D2; ncu, caches flushed): 16 warps a block 11.9 us, 8 warps 10.1 us, and the call 1.5%
-  // faster; 128 blocks of 257 chunks (S3) keep 16 (6.6 us, 8 warps 7.0).
-  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-  int warps = 1;
-  while (warps < kMaxWarps && warps * (32 / kLanes) * kBatch < p.num_chunks &&
-         blocks * warps * 2 <= 32 * static_cast<int64_t>(device_sms))
-    warps *= 2;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = dim3(32 * warps);
@@ -171,8 +197,8 @@ cudaError_t launch_combine_lanes(const CombineParams& p, DType dtype, bool progr
   config.attrs = &attr;
   config.numAttrs = programmatic ? 1 : 0;
   return dtype == DType::kBF16
-             ? cudaLaunchKernelEx(&config, combine_kernel<__nv_bfloat16, kLanes>, p)
-             : cudaLaunchKernelEx(&config, combine_kernel<__half, kLanes>, p);
+             ? cudaLaunchKernelEx(&config, combine_kernel<__nv_bfloat16, kLanes, kCols>, p)
+             : cudaLaunchKernelEx(&config, combine_kernel<__half, kLanes, kCols>, p);
 }
 
 }  // namespace
@@ -180,12 +206,27 @@ cudaError_t launch_combine_lanes(const CombineParams& p, DType dtype, bool progr
 cudaError_t launch_combine(const CombineParams& p, DType dtype, bool programmatic, int device_sms,
                            cudaStream_t stream) {
   if (p.total_rows == 0) return cudaSuccess;
-  // Narrower slices for fewer rows, so the grid has a few hundred blocks: 4 a row from 128
-  // rows up, 8 from 64, else 16 (batch-1 decode of 8 heads: 128 blocks).
-  const int64_t rows = static_cast<int64_t>(p.max_rows) * p.batch;
-  if (rows >= 128) return launch_combine_lanes<32>(p, dtype, programmatic, device_sms, stream);
-  if (rows >= 64) return launch_combine_lanes<16>(p, dtype, programmatic, device_sms, stream);
-  return launch_combine_lanes<8>(p, dtype, programmatic, device_sms, stream);
+  const CombineShape shape =
+      choose_combine_shape(static_cast<int64_t>(p.max_rows) * p.batch, p.num_chunks, device_sms);
+  const int w = shape.warps;
+  switch (shape.cols * 100 + shape.lanes) {
+    case 432:
+      return launch_combine_shape<32, 4>(p, dtype, programmatic, w, stream);
+    case 416:
+      return launch_combine_shape<16, 4>(p, dtype, programmatic, w, stream);
+    case 408:
+      return launch_combine_shape<8, 4>(p, dtype, programmatic, w, stream);
+    case 832:
+      return launch_combine_shape<32, 8>(p, dtype, programmatic, w, stream);
+    case 816:
+      return launch_combine_shape<16, 8>(p, dtype, programmatic, w, stream);
+    case 808:
+      return launch_combine_shape<8, 8>(p, dtype, programmatic, w, stream);
+    case 804:
+      return launch_combine_shape<4, 8>(p, dtype, programmatic, w, stream);
+    default:
+      return cudaErrorInvalidConfiguration;  // a shape choose_combine_shape never returns
+  }
 }
 
 void launch_merge_state(DType dtype, int64_t num_rows, int32_t head_dim, const void* v_a,
