@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cuda/common/combine_shape.h"
 #include "cuda/sm90/kv_tensor_map.h"
 #include "fast_check.h"
 
@@ -106,6 +107,45 @@ TEST(GpuVerify, ChunkLengths) {
         chunk);
   }
   TV_SKIP_IF_TABLES_MISSING();
+}
+
+// Every launch shape of the split combine (cuda/common/combine_shape.h: columns a lane, lanes
+// a slice), each on a request whose rows and forced chunk count choose it on this device.
+TEST(GpuVerify, CombineShapes) {
+  TV_SKIP_WITHOUT_GPU();
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  constexpr int kChunk = 64;
+  const int shapes[][2] = {{4, 32}, {4, 16}, {4, 8}, {8, 32}, {8, 16}, {8, 8}, {8, 4}};
+  for (const auto& target : shapes) {
+    bool found = false;
+    for (int heads : {8, 1})
+      for (int tree : {1, 2, 4, 5, 8, 16, 32, 64})
+        for (int chunks : {3, 10, 40, 70, 130, 260, 520, 600}) {
+          if (found) break;
+          // The KV of a request is its prefix and its tree; a chunk count one or two above
+          // the aimed one (rounding) must choose the same shape.
+          const int64_t rows = static_cast<int64_t>(heads) * tree;
+          const int64_t prefix = static_cast<int64_t>(chunks) * kChunk - tree;
+          if (prefix < 1 || rows * prefix > 2'000'000) continue;
+          bool same = true;
+          for (int n = chunks; n <= chunks + 2; ++n) {
+            const cuda::CombineShape c = cuda::choose_combine_shape(rows, n, sms);
+            same &= c.cols == target[0] && c.lanes == target[1];
+          }
+          if (!same) continue;
+          found = true;
+          PlanOptions o;
+          o.force_chunk_tokens = kChunk;
+          const CaseSpec s = spec(fmt::format("combine {} columns {} lanes: H {} T {} L {}",
+                                              target[0], target[1], heads, tree, prefix),
+                                  heads, {tree}, {prefix}, 16);
+          SCOPED_TRACE(s.name);
+          expect_matches_oracle(s, o);
+        }
+    EXPECT_TRUE(found) << "no candidate request chooses " << target[0] << " columns, " << target[1]
+                       << " lanes on " << sms << " SMs";
+  }
 }
 
 // Every variant a table ships, in both dtypes, on a request of more rows than the smallest
