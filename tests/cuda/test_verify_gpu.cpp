@@ -116,8 +116,7 @@ TEST(GpuVerify, CombineShapes) {
   int sms = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   constexpr int kChunk = 64;
-  const int shapes[][2] = {{4, 32}, {4, 16}, {4, 8}, {8, 32}, {8, 16}, {8, 8}, {8, 4}};
-  for (const auto& target : shapes) {
+  for (const cuda::CombineSlice& target : cuda::kCombineSlices) {
     bool found = false;
     for (int heads : {8, 1})
       for (int tree : {1, 2, 4, 5, 8, 16, 32, 64})
@@ -131,20 +130,20 @@ TEST(GpuVerify, CombineShapes) {
           bool same = true;
           for (int n = chunks; n <= chunks + 2; ++n) {
             const cuda::CombineShape c = cuda::choose_combine_shape(rows, n, sms);
-            same &= c.cols == target[0] && c.lanes == target[1];
+            same &= c.cols == target.cols && c.lanes == target.lanes;
           }
           if (!same) continue;
           found = true;
           PlanOptions o;
           o.force_chunk_tokens = kChunk;
           const CaseSpec s = spec(fmt::format("combine {} columns {} lanes: H {} T {} L {}",
-                                              target[0], target[1], heads, tree, prefix),
+                                              target.cols, target.lanes, heads, tree, prefix),
                                   heads, {tree}, {prefix}, 16);
           SCOPED_TRACE(s.name);
           expect_matches_oracle(s, o);
         }
-    EXPECT_TRUE(found) << "no candidate request chooses " << target[0] << " columns, " << target[1]
-                       << " lanes on " << sms << " SMs";
+    EXPECT_TRUE(found) << "no candidate request chooses " << target.cols << " columns, "
+                       << target.lanes << " lanes on " << sms << " SMs";
   }
 }
 

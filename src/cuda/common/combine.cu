@@ -2,6 +2,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <iterator>
+
 #include "cuda/common/combine.cuh"
 #include "cuda/common/combine_shape.h"
 #include "cuda/common/constants.h"
@@ -201,6 +203,21 @@ cudaError_t launch_combine_shape(const CombineParams& p, DType dtype, bool progr
              : cudaLaunchKernelEx(&config, combine_kernel<__half, kLanes, kCols>, p);
 }
 
+// Launches the instance of kCombineSlices[I] or a later one that `shape` names.
+template <size_t I = 0>
+cudaError_t launch_combine_slice(const CombineShape& shape, const CombineParams& p, DType dtype,
+                                 bool programmatic, cudaStream_t stream) {
+  if constexpr (I == std::size(kCombineSlices)) {
+    return cudaErrorInvalidConfiguration;  // a shape choose_combine_shape never returns
+  } else {
+    constexpr CombineSlice kSlice = kCombineSlices[I];
+    if (shape.cols == kSlice.cols && shape.lanes == kSlice.lanes)
+      return launch_combine_shape<kSlice.lanes, kSlice.cols>(p, dtype, programmatic, shape.warps,
+                                                             stream);
+    return launch_combine_slice<I + 1>(shape, p, dtype, programmatic, stream);
+  }
+}
+
 }  // namespace
 
 cudaError_t launch_combine(const CombineParams& p, DType dtype, bool programmatic, int device_sms,
@@ -208,25 +225,7 @@ cudaError_t launch_combine(const CombineParams& p, DType dtype, bool programmati
   if (p.total_rows == 0) return cudaSuccess;
   const CombineShape shape =
       choose_combine_shape(static_cast<int64_t>(p.max_rows) * p.batch, p.num_chunks, device_sms);
-  const int w = shape.warps;
-  switch (shape.cols * 100 + shape.lanes) {
-    case 432:
-      return launch_combine_shape<32, 4>(p, dtype, programmatic, w, stream);
-    case 416:
-      return launch_combine_shape<16, 4>(p, dtype, programmatic, w, stream);
-    case 408:
-      return launch_combine_shape<8, 4>(p, dtype, programmatic, w, stream);
-    case 832:
-      return launch_combine_shape<32, 8>(p, dtype, programmatic, w, stream);
-    case 816:
-      return launch_combine_shape<16, 8>(p, dtype, programmatic, w, stream);
-    case 808:
-      return launch_combine_shape<8, 8>(p, dtype, programmatic, w, stream);
-    case 804:
-      return launch_combine_shape<4, 8>(p, dtype, programmatic, w, stream);
-    default:
-      return cudaErrorInvalidConfiguration;  // a shape choose_combine_shape never returns
-  }
+  return launch_combine_slice(shape, p, dtype, programmatic, stream);
 }
 
 void launch_merge_state(DType dtype, int64_t num_rows, int32_t head_dim, const void* v_a,

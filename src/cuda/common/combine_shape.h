@@ -16,6 +16,14 @@ inline constexpr int kCombineMaxWarps = 16;  // 512 threads: 128 registers a thr
 // Warps a SM holds of the combine (64 registers a thread): the blocks should all fit at once.
 inline constexpr int kCombineWarpsPerSm = 32;
 
+// The shapes compiled (combine.cu instantiates one kernel for each): {columns a lane, lanes a
+// slice}. Four lanes of 4 columns are not among them: 8 columns at 4 lanes serve those rows.
+struct CombineSlice {
+  int cols, lanes;
+};
+inline constexpr CombineSlice kCombineSlices[] = {{4, 32}, {4, 16}, {4, 8}, {8, 32},
+                                                  {8, 16}, {8, 8},  {8, 4}};
+
 struct CombineShape {
   int cols = 4;    // columns a lane: 4 (an 8-byte load of a partial) or 8 (16 bytes)
   int lanes = 32;  // lanes a slice of a row: 4 (8 columns a lane only), 8, 16 or 32
@@ -59,12 +67,11 @@ constexpr CombineShape combine_shape(int cols, int lanes, int64_t rows, int num_
 //      warps 7.8);
 //   4. more threads.
 constexpr CombineShape choose_combine_shape(int64_t rows, int num_chunks, int device_sms) {
-  constexpr int kShapes[][2] = {{4, 32}, {4, 16}, {4, 8}, {8, 32}, {8, 16}, {8, 8}, {8, 4}};
   const int64_t spread = 2 * static_cast<int64_t>(device_sms);
   CombineShape best;
   bool have = false;
-  for (const auto& cl : kShapes) {
-    const CombineShape s = combine_shape(cl[0], cl[1], rows, num_chunks, device_sms);
+  for (const CombineSlice& slice : kCombineSlices) {
+    const CombineShape s = combine_shape(slice.cols, slice.lanes, rows, num_chunks, device_sms);
     auto better = [&](const CombineShape& a, const CombineShape& b) {
       if (a.rounds * a.waves != b.rounds * b.waves) return a.rounds * a.waves < b.rounds * b.waves;
       const int64_t sa = a.blocks < spread ? a.blocks : spread;
