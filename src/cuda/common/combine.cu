@@ -37,7 +37,7 @@ struct Merge {
   }
 };
 
-// kCols 16-bit values (kCols / 2 registers of a load), as floats and back.
+// kCols 16-bit values (the kCols / 2 registers of a load), as floats.
 template <typename T, int kCols>
 __device__ __forceinline__ void unpack_cols(const uint32_t (&v)[kCols / 2], float (&out)[kCols]) {
 #pragma unroll
