@@ -45,12 +45,12 @@ constexpr CombineShape combine_shape(int cols, int lanes, int64_t rows, int num_
   s.lanes = lanes;
   s.blocks = rows * (kVDim / (cols * lanes));
   const int streams_per_warp = 32 / lanes;
+  const int64_t resident = static_cast<int64_t>(kCombineWarpsPerSm) * device_sms;  // warps
   while (s.warps < kCombineMaxWarps && s.warps * streams_per_warp * kCombineBatch < num_chunks &&
-         s.blocks * s.warps * 2 <= static_cast<int64_t>(kCombineWarpsPerSm) * device_sms)
+         s.blocks * s.warps * 2 <= resident)
     s.warps *= 2;
   const int per_round = s.warps * streams_per_warp * kCombineBatch;
   s.rounds = (num_chunks + per_round - 1) / per_round;
-  const int64_t resident = static_cast<int64_t>(kCombineWarpsPerSm) * device_sms;
   s.waves = static_cast<int>((s.blocks * s.warps + resident - 1) / resident);
   return s;
 }
@@ -68,19 +68,19 @@ constexpr CombineShape combine_shape(int cols, int lanes, int64_t rows, int num_
 //   4. more threads.
 constexpr CombineShape choose_combine_shape(int64_t rows, int num_chunks, int device_sms) {
   const int64_t spread = 2 * static_cast<int64_t>(device_sms);
-  CombineShape best;
-  bool have = false;
+  auto better = [&](const CombineShape& a, const CombineShape& b) {
+    if (a.rounds * a.waves != b.rounds * b.waves) return a.rounds * a.waves < b.rounds * b.waves;
+    const int64_t sa = a.blocks < spread ? a.blocks : spread;
+    const int64_t sb = b.blocks < spread ? b.blocks : spread;
+    if (sa != sb) return sa > sb;
+    if (a.blocks != b.blocks) return a.blocks < b.blocks;
+    return a.threads() > b.threads();
+  };
+  CombineShape best =
+      combine_shape(kCombineSlices[0].cols, kCombineSlices[0].lanes, rows, num_chunks, device_sms);
   for (const CombineSlice& slice : kCombineSlices) {
     const CombineShape s = combine_shape(slice.cols, slice.lanes, rows, num_chunks, device_sms);
-    auto better = [&](const CombineShape& a, const CombineShape& b) {
-      if (a.rounds * a.waves != b.rounds * b.waves) return a.rounds * a.waves < b.rounds * b.waves;
-      const int64_t sa = a.blocks < spread ? a.blocks : spread;
-      const int64_t sb = b.blocks < spread ? b.blocks : spread;
-      if (sa != sb) return sa > sb;
-      if (a.blocks != b.blocks) return a.blocks < b.blocks;
-      return a.threads() > b.threads();
-    };
-    if (!have || better(s, best)) best = s, have = true;
+    if (better(s, best)) best = s;
   }
   return best;
 }
