@@ -67,9 +67,16 @@ static_assert(Tile::kStages == Tile::kWarpgroups);
 // half as large (H200, 2026-12-03: V1 3.4%, S2 6% faster; DESIGN_NOTES.md). The exact-mode
 // e4m3 kernels call it with g constant (a copy a warpgroup): one shared copy spilled 52-64 bytes
 // there. Fast mode has a pass of its own (consume_fast, fast_pipeline.cuh).
+// Warpgroup 0's first tile: on a 16-bit cache a peeled copy of the loop's second half; on an
+// e4m3 cache (kFirstInLoop) the loop's first pass, whose P V of the other warpgroup's tile -1
+// adds zeros (pv_theirs), so each warpgroup's copy of the code holds its pass once: those
+// kernels' SASS 9336 -> 7320 instructions (bf16 output 10128 -> 8112), S2 7.5%, V1 3%, D2 3.8%
+// faster (H200, 2026-12-04, DESIGN_NOTES.md). On the 16-bit kernel, whose one copy serves both
+// warpgroups, it gained nothing (V1 and V4 0.3-1% slower, S1 and V2 equal): it keeps the peel.
 template <typename M, bool kE4M3>
 __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
                                         uint8_t* smem, Rows& rows, float (&o)[128], int g) {
+  constexpr bool kFirstInLoop = kE4M3;
   const uint32_t s_base = smem_addr(smem);
   uint8_t* s_p = smem + Tile::kPOffset;
   float* s_max = reinterpret_cast<float*>(smem + Tile::kMaxOffset);
@@ -80,9 +87,10 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   const uint64_t p_desc = smem_desc(s_base + Tile::kPOffset, 128, Tile::kPGroupBytes);
   auto plus = [](uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); };
   // This warp is done with tile t (its last product on it has completed).
-  auto release = [&](int t) {
+  auto release = [&](int t) {  // nothing for tile -1
     __syncwarp();
-    if (lane == 0) mbar_arrive(s_base + Tile::kEmptyOffset + 8 * (t % Tile::kStages));
+    if (lane == 0 && (!kFirstInLoop || t >= 0))
+      mbar_arrive(s_base + Tile::kEmptyOffset + 8 * (t % Tile::kStages));
   };
   // The mbarriers that say a warpgroup's P and max are ready: this one's, the other's.
   const uint32_t p_mine = s_base + Tile::kPReadyOffset + 8 * g;
@@ -154,16 +162,34 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // that warpgroup has published them (mbarrier p_theirs; with named barriers, bar.arrive
   // against bar.sync, racecheck reported hazards on the epilogue's row sums). O must not be in
   // flight; left running.
+  // kFirstInLoop: tile -1 (warpgroup 0's first pass through the loop) adds nothing, with no
+  // branch around its wgmma (one would serialize them all, C7514). Both its waits are for parity
+  // 1 of the other warpgroup's "P ready", which is still in phase 0 (that warpgroup publishes
+  // its first P after this one's), so they pass; the maxima it takes over are -inf (alpha 0 on
+  // an O of zeros); its products read P's buffer, zeroed in the prologue, as both P and V (V's four
+  // 64-column blocks, a leading byte offset of 0 apart, and every k step on P's first 2 KB, so
+  // that V's reads stay inside the 8 KB whatever extent a tool gives them): O += 0 exactly.
   auto pv_theirs = [&](int t) {
-    wait_tile(t);
-    mbar_wait(p_theirs, (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
+    if constexpr (kFirstInLoop) {
+      const int parity = ((t + 2) / 2 + 1) & 1;  // (t / 2) & 1 for t >= 0; 1 for t = -1
+      mbar_wait(t >= 0 ? s_base + Tile::kFullOffset + 8 * (t % Tile::kStages) : p_theirs, parity);
+      fence_proxy_async();          // tile t has landed (wait_tile)
+      mbar_wait(p_theirs, parity);  // the other warpgroup's (t / 2)-th tile
+    } else {
+      wait_tile(t);
+      mbar_wait(p_theirs, (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
+    }
     float alpha[2];
     take_their_max(rows, s_max, alpha);
     scale_o(o, alpha);
+    uint64_t vd = v_desc(t);
+    uint32_t v_step = 16 * 128;  // a k step's 16 tokens
+    if constexpr (kFirstInLoop)
+      if (t < 0) vd = smem_desc<Swizzle::k128B>(s_base + Tile::kPOffset, 0, 1024), v_step = 0;
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < Tile::kTokens / 16; ++ks)
-      wgmma_m64n256k16<M, 1>(o, plus(p_desc, ks * 256), plus(v_desc(t), 16 * ks * 128), true);
+      wgmma_m64n256k16<M, 1>(o, plus(p_desc, ks * 256), plus(vd, ks * v_step), true);
     wgmma_commit();
   };
   // P of this warpgroup's tile t (softmax_tile's pa) and the rows' max to the other warpgroup
@@ -196,15 +222,17 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   uint32_t pa[16];  // P of a tile in registers (pack_p)
   float sv[32], alpha[2];
   int own = g;
-  if (g == 0) {  // tile 0 comes first
-    if (n_tiles > 0) {
-      scores(0, sv);
-      softmax_tile(p, w, sv, first(0), rows, alpha);
-      pack_p<M>(sv, pa);
-      pv_mine(pa, alpha, 0);
-      finish(0);
+  if constexpr (!kFirstInLoop) {
+    if (g == 0) {  // tile 0 comes first
+      if (n_tiles > 0) {
+        scores(0, sv);
+        softmax_tile(p, w, sv, first(0), rows, alpha);
+        pack_p<M>(sv, pa);
+        pv_mine(pa, alpha, 0);
+        finish(0);
+      }
+      own = 2;
     }
-    own = 2;
   }
   // (the other's tile own - 1, this one's): own's scores run beside the P V of own - 1.
   // (Taking them before waiting for the other warpgroup's P of own - 1 puts the copy of own,
@@ -219,7 +247,9 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     pv_mine(pa, alpha, own);
     finish(own);
   }
-  if (own - 1 < n_tiles) {  // the chunk's last tile is the other warpgroup's
+  // The chunk's last tile is the other warpgroup's (kFirstInLoop, a CTA without tiles: warpgroup
+  // 0 adds tile -1's zeros; the same condition written out made the 16-bit kernel's code move).
+  if (own - 1 < n_tiles) {
     pv_theirs(own - 1);
     finish(own - 1);
   }
@@ -308,8 +338,16 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
     quantize_q_e4m3<T>(smem + Fast::kQ16Offset, smem + Fast::kQCodesOffset, s_lse, v_scale);
   else if constexpr (kE4M3)
     prepare_q_f16<T>(smem + Tile::kQOffset, s_lse, v_scale);
+  if constexpr (kWiden) {  // P's buffer zeroed and the maxima -inf: tile -1's P V (consume)
+    constexpr int kPBytes = Tile::kRows / 8 * Tile::kPGroupBytes;
+    static_assert(kPBytes == Tile::kConsumerThreads * 32);
+    uint4* s_p = reinterpret_cast<uint4*>(smem + Tile::kPOffset) + 2 * threadIdx.x;
+    s_p[0] = s_p[1] = make_uint4(0u, 0u, 0u, 0u);
+    if (threadIdx.x < Tile::kRows)  // the maxima tile -1 takes over
+      reinterpret_cast<float*>(smem + Tile::kMaxOffset)[threadIdx.x] = mma::kNegInf;
+  }
   fence_proxy_async();
-  consumer_sync();  // Q (and its row factors), for every consumer and for wgmma's reads
+  consumer_sync();  // Q (and its row factors), P's zeros, for every consumer and for wgmma's reads
   for (int h = 0; h < 2; ++h) rows.scale_log2[h] = p.scale_log2 * (kE4M3 ? s_lse[rows.r[h]] : 1.f);
 
   if constexpr (kWiden) {  // a copy a warpgroup (one shared copy spilled 52-64 bytes)
