@@ -62,17 +62,17 @@ static_assert(Tile::kStages == Tile::kWarpgroups);
 // Consumer warpgroup g's pass over the chunk's tiles, O_g into o (module comment above); M is
 // the products' type (the query's, or fp16 on an e4m3 cache, kE4M3). Every wgmma is waited for
 // before any join of the control flow (ptxas serializes them all, C7514/C7520, when one stays in
-// flight across a branch or a back edge), so both warpgroups can run one copy of the loop: with
-// g a run-time value the kernel's code is a third smaller, and the code each CTA fetches cold
-// half as large (H200, 2026-12-03: V1 3.4%, S2 6% faster; DESIGN_NOTES.md). The exact-mode
-// e4m3 kernels call it with g constant (a copy a warpgroup): one shared copy spilled 52-64 bytes
-// there. Fast mode has a pass of its own (consume_fast, fast_pipeline.cuh).
+// flight across a branch or a back edge), so both warpgroups run one copy of the loop, g a
+// run-time value: the code each CTA fetches cold is half as large (H200, 2026-12-03: V1 3.4%,
+// S2 6% faster; DESIGN_NOTES.md). Fast mode has a pass of its own (consume_fast,
+// fast_pipeline.cuh).
 // Warpgroup 0's first tile: on a 16-bit cache a peeled copy of the loop's second half; on an
 // e4m3 cache (kFirstInLoop) the loop's first pass, whose P V of the other warpgroup's tile -1
-// adds zeros (pv_theirs), so each warpgroup's copy of the code holds its pass once: those
-// kernels' SASS 9336 -> 7320 instructions (bf16 output 10128 -> 8112), S2 7.5%, V1 3%, D2 3.8%
-// faster (H200, 2026-12-04, DESIGN_NOTES.md). On the 16-bit kernel, whose one copy serves both
-// warpgroups, it gained nothing (V1 and V4 0.3-1% slower, S1 and V2 equal): it keeps the peel.
+// adds zeros (pv_theirs). The exact-mode kernels kept a copy a warpgroup (a shared copy with
+// the peel spilled 52-64 bytes): without the peel one copy fits (no spills), 9336 -> 4816 SASS
+// instructions (bf16 output 10128 -> 5608), S2 14%, V1 5%, D2 6% faster (H200, 2026-12-04,
+// DESIGN_NOTES.md). On the 16-bit kernel, one copy already, the same change gained nothing (V1
+// and V4 0.3-1% slower, S1 and V2 equal): it keeps the peel.
 template <typename M, bool kE4M3>
 __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
                                         uint8_t* smem, Rows& rows, float (&o)[128], int g) {
@@ -350,12 +350,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   consumer_sync();  // Q (and its row factors), P's zeros, for every consumer and for wgmma's reads
   for (int h = 0; h < 2; ++h) rows.scale_log2[h] = p.scale_log2 * (kE4M3 ? s_lse[rows.r[h]] : 1.f);
 
-  if constexpr (kWiden) {  // a copy a warpgroup (one shared copy spilled 52-64 bytes)
-    if (wg == 0)
-      consume<M, kE4M3>(p, w, n_tiles, smem, rows, o, 0);
-    else
-      consume<M, kE4M3>(p, w, n_tiles, smem, rows, o, 1);
-  } else if constexpr (kFast) {
+  if constexpr (kFast) {
     consume_fast(p, w, n_tiles, smem, rows, o, wg);
   } else {
     consume<M, kE4M3>(p, w, n_tiles, smem, rows, o, wg);
