@@ -51,8 +51,9 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
     return b;
   };
   auto codes = [&](int t) { return base() + (t % Fast::kCodeStages) * Fast::kCodeBytes; };
-  auto vt = [&](int t) { return base() + Fast::kVtOffset + (t % 2) * 2 * Fast::kVtBytes; };
-  auto p_buf = [&](int t) { return Fast::kPOffset + (t % 2) * Fast::kPBytes; };
+  // Tile t's V^T and P buffers: t & 1 (tile -1's, below, are buffer 1's).
+  auto vt = [&](int t) { return base() + Fast::kVtOffset + (t & 1) * 2 * Fast::kVtBytes; };
+  auto p_buf = [&](int t) { return Fast::kPOffset + (t & 1) * Fast::kPBytes; };
   // This warp's arrival on one of the barriers that count warps (a stage of codes, a V^T buffer).
   auto warp_arrive = [&](uint32_t barrier) {
     __syncwarp();
@@ -136,13 +137,17 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
     free_scored(t);
   };
   // Step 2: O = alpha O + P V for the other warpgroup's tile t (its P and max from shared
-  // memory once published), left running.
+  // memory once published), left running. Tile -1 (warpgroup 0's first pass) adds nothing, with
+  // no branch around its wgmma (one would serialize them all, C7514): both its waits are for
+  // parity 1 of the other warpgroup's "P ready", still in phase 0 (that warpgroup's first P
+  // comes after this one's), the maxima it takes over are -inf (alpha 0 on an O of zeros), and
+  // its P and V^T are buffer 1's, zeroed in the prologue (verify_wgmma.cuh): O += 0 exactly.
   auto pv_theirs = [&](int t) {
-    mbar_wait(p_theirs(), (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
+    if (t >= 0) mbar_wait(p_theirs(), (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
     float alpha[2];
     take_their_max(rows, s_max, alpha);
     scale_o(o, alpha);
-    wait_vt(t);  // this warpgroup's own V^T, from all of its threads
+    if (t >= 0) wait_vt(t);  // this warpgroup's own V^T, from all of its threads
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < Tile::kTokens / 32; ++ks)
@@ -187,21 +192,19 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
     pv_mine(pa, alpha, t);
   };
 
+  // Both warpgroups start in the loop: warpgroup 0's first pass has no tile of the other's to
+  // transpose and multiplies tile -1's zeros (pv_theirs), so a CTA fetches one copy of the
+  // pass (a peeled first tile was a second one, fetched cold).
   float sv[32];
   int own = g;
-  if (g == 0) {  // tile 0 comes first: nothing of the other's to transpose or multiply
-    if (n_tiles > 0) {
-      scores(0, sv, false, -1);
-      finish_own(0, sv);
-    }
-    own = 2;
-  }
   for (; own < n_tiles; own += 2) {
-    scores(own, sv, true, own - 1);
+    scores(own, sv, own > 0, own - 1);
     pv_theirs(own - 1);
     finish_own(own, sv);
   }
-  if (own - 1 < n_tiles) {  // the chunk's last tile is the other warpgroup's
+  // The chunk's last tile is the other warpgroup's (a CTA without tiles: warpgroup 0 would
+  // transpose tile -1 here, so it is left out).
+  if (own > 0 && own - 1 < n_tiles) {
     const int t = own - 1;
     wait_vt_free(t);
     wait_codes(t);

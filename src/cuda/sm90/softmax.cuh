@@ -17,7 +17,6 @@ struct Rows {
   int r[2];
   bool valid[2];
   int node[2];                                // request-relative tree node of the row
-  const uint32_t* mask[2];                    // its ancestor bits
   float m[2] = {mma::kNegInf, mma::kNegInf};  // running max (log2 units) O and l are relative to
   float l[2] = {0.f, 0.f};                    // running sum over this warpgroup's own tiles
   float scale_log2[2];  // the scores' factor: softmax scale x log2(e) (x Q's row scale x kv_scale)
@@ -76,7 +75,9 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
       bool visible = rows.valid[h] && t < w.tok_end;
       if (visible && t >= w.prefix) {  // a tree token: visible iff an ancestor or itself
         const int node = t - w.prefix;
-        visible = node == rows.node[h] || ((__ldg(rows.mask[h] + node / 32) >> (node % 32)) & 1u);
+        const uint32_t* mask =  // the row's ancestor bits
+            p.tree_mask + static_cast<int64_t>(w.q0 + rows.node[h]) * p.mask_words;
+        visible = node == rows.node[h] || ((__ldg(mask + node / 32) >> (node % 32)) & 1u);
       }
       s[i] = visible ? s[i] * rows.scale_log2[h] : mma::kNegInf;
       tile_max[h] = fmaxf(tile_max[h], s[i]);

@@ -324,7 +324,6 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
     rows.valid[h] = w.row0 + rows.r[h] < w.rows_b;
     // A node always sees itself, so requests of one node (decode) never read the mask.
     rows.node[h] = rows.valid[h] ? (w.row0 + rows.r[h]) / p.num_heads : 0;
-    rows.mask[h] = p.tree_mask + static_cast<int64_t>(w.q0 + rows.node[h]) * p.mask_words;
   }
   float o[128];
 #pragma unroll
@@ -348,6 +347,20 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   }
   fence_proxy_async();
   consumer_sync();  // Q (and its row factors), P's zeros, for every consumer and for wgmma's reads
+  if constexpr (kFast) {
+    // Tile -1's operands (consume_fast): warpgroup 0's columns of V^T buffer 1 and P buffer 1
+    // zeroed, now that Q's 16-bit rows (the same bytes) have left as codes, and the maxima -inf.
+    uint4* vt1 = reinterpret_cast<uint4*>(smem + Fast::kVtOffset + 2 * Fast::kVtBytes);
+    for (int i = threadIdx.x; i < Fast::kVtBytes / 16; i += Tile::kConsumerThreads)
+      vt1[i] = make_uint4(0u, 0u, 0u, 0u);
+    static_assert(Fast::kPBytes == Tile::kConsumerThreads * 16);
+    reinterpret_cast<uint4*>(smem + Fast::kPOffset + Fast::kPBytes)[threadIdx.x] =
+        make_uint4(0u, 0u, 0u, 0u);
+    if (threadIdx.x < Tile::kRows)
+      reinterpret_cast<float*>(smem + Tile::kMaxOffset)[threadIdx.x] = mma::kNegInf;
+    fence_proxy_async();
+    consumer_sync();
+  }
   for (int h = 0; h < 2; ++h) rows.scale_log2[h] = p.scale_log2 * (kE4M3 ? s_lse[rows.r[h]] : 1.f);
 
   if constexpr (kFast) {
