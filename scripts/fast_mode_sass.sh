@@ -10,10 +10,11 @@
 # (config.h: the sm_86/89/120 variants fit 101376 bytes a block).
 # cuobjdump: the CUDA toolkit's, or pip's nvidia-cuda-cuobjdump.
 # Arch 90a: the sm_90a wgmma kernel's fast instances (src/cuda/sm90/verify_wgmma.cu, bf16 and
-# fp16 queries): e4m3 wgmma (QGMMA) only, the score products a whole number of tiles' worth (a
-# positive multiple of kQKDim / 32 = 18 QGMMA.64x64x32: ptxas 13.0 once dropped a group of
-# them whose results it took for dead, putting a dummy 16-bit HGMMA in their place, which gave
-# wrong scores; sm90/DESIGN_NOTES.md), no spill, no local memory.
+# fp16 queries): e4m3 wgmma (QGMMA) only, the score products (both operands in shared memory) a
+# whole number of tiles' worth (a positive multiple of kQKDim / 32 = 18 QGMMA.64x64x32: ptxas
+# 13.0 once dropped a group of them whose results it took for dead, putting a dummy 16-bit
+# HGMMA in their place, which gave wrong scores; sm90/DESIGN_NOTES.md), P V's (A, V, from
+# registers) a positive multiple of 8, no spill, no local memory.
 # Usage: scripts/fast_mode_sass.sh [BUILD_DIR] [ARCHS...]   (default: build-release, 89 120 90a)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +37,7 @@ check_wgmma_fast() {
   "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -Iinclude -Isrc -I"$build/src/generated" \
     --generate-code=arch=compute_90a,code=sm_90a --resource-usage -c src/cuda/sm90/verify_wgmma.cu \
     -o "$tmp/w.o" >"$tmp/wptxas.txt" 2>&1
-  local dtype fn label res regs spills stack q64 q256 hgmma local_mem
+  local dtype fn label res regs spills stack q64 qrs hgmma local_mem
   for dtype in 13__nv_bfloat16 6__half; do
     fn="_ZN10treeverify4cuda4sm9019verify_wgmma_kernelI${dtype}Lb1ELb1ELb0EEEvNS0_3mma18VerifyKernelParamsE14CUtensorMap_st"
     res=$(grep -A3 "Function properties for $fn" "$tmp/wptxas.txt" | tr '\n' ' ')
@@ -44,13 +45,15 @@ check_wgmma_fast() {
     spills=$(grep -oE "[0-9]+ bytes spill stores" <<<"$res" | grep -oE "^[0-9]+" | head -1)
     stack=$(grep -oE "[0-9]+ bytes stack frame" <<<"$res" | grep -oE "^[0-9]+" | head -1)
     "$cuobjdump" -sass -fun "$fn" "$tmp/w.o" >"$tmp/w.sass" 2>/dev/null
-    q64=$(count 'QGMMA\.64x64x32' "$tmp/w.sass") q256=$(count 'QGMMA\.64x256x32' "$tmp/w.sass")
+    q64=$(count 'QGMMA\.64x64x32[^,]*, gdesc' "$tmp/w.sass")
+    qrs=$(count 'QGMMA\.64x64x32[^,]*, R[0-9]+, gdesc' "$tmp/w.sass")
     hgmma=$(count 'HGMMA' "$tmp/w.sass") local_mem=$(count '\b(LDL|STL)\b' "$tmp/w.sass")
     label=wgmma_fast_bf16
     [ "$dtype" = 6__half ] && label=wgmma_fast_fp16
     printf '%-6s %-26s %5s %6s %6s %9s %10s %5s %5s\n' sm_90a "$label" \
-      "${regs:-?}" "${spills:-?}" "${stack:-?}" "$q64" "$q256" "$hgmma" "$local_mem"
-    if [ "${regs:-x}" = x ] || [ "$q64" -eq 0 ] || [ $((q64 % 18)) -ne 0 ] || [ "$q256" -eq 0 ] ||
+      "${regs:-?}" "${spills:-?}" "${stack:-?}" "$q64" "$qrs" "$hgmma" "$local_mem"
+    if [ "${regs:-x}" = x ] || [ "$q64" -eq 0 ] || [ $((q64 % 18)) -ne 0 ] || [ "$qrs" -eq 0 ] ||
+      [ $((qrs % 8)) -ne 0 ] ||
       [ "$hgmma" -ne 0 ] || [ "${spills:-1}" -ne 0 ] || [ "${stack:-1}" -ne 0 ] ||
       [ "$local_mem" -ne 0 ]; then
       echo "fast_mode_sass: the sm_90a wgmma fast instance ($dtype) lost score products, has" \
@@ -62,7 +65,7 @@ check_wgmma_fast() {
 for arch in "${archs[@]}"; do
   if [ "$arch" = 90a ]; then
     printf '%-6s %-26s %5s %6s %6s %9s %10s %5s %5s\n' arch kernel regs spills stack \
-      QGMMA.64 QGMMA.256 HGMMA local
+      QGMMA.ss QGMMA.rs HGMMA local
     check_wgmma_fast
     continue
   fi

@@ -31,8 +31,9 @@ __device__ __forceinline__ bool nonfinite2(uint32_t v) {
 // sequence was 13.8 KB of SASS, and fetching it cold was about half of S1's instruction-fetch
 // stalls, which were 36% of its warp samples (H200, 2026-12-03: DESIGN_NOTES.md). Here the
 // unrolled part is the normalise, pack and 16 stmatrix a thread; the copy out and the
-// non-finite test are a loop.
-template <typename T>
+// non-finite test are a loop. kTransposed: o is O^T (fast mode, fast_pipeline.cuh), staged by
+// 32-bit stores instead.
+template <typename T, bool kTransposed = false>
 __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
                                          const Rows& rows, const float (&o)[128], int wg,
                                          float v_scale, float part_scale, float* s_sum,
@@ -57,17 +58,37 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
   // 1 where a row saw anything, else 0), so a value non-finite in T marks a row whose O or l was
   // not finite; an output may also overflow T by kv_scale (e4m3), and its exact recomputation
   // writes the same infinity.
-  const float inv_l[2] = {s_inv_l[rows.r[0]], s_inv_l[rows.r[1]]};
-  const uint32_t row_addr = smem_addr(s_out) +
-                            (16 * (warp % 4) + 8 * ((lane / 8) % 2) + lane % 8) * Tile::kOutPitch +
-                            (256 * wg + 8 * (lane / 16)) * 2;
+  if constexpr (kTransposed) {
+    // O^T block mb: accumulator i is column c0 + 2 (lane / 4) (i / 2 % 2 == 0) or + 1, row 8
+    // (i / 4) + 2 (lane % 4) + i % 2, c0 = 256 wg + 64 mb + 16 (warp % 4) (load_v_fragments):
+    // a thread's two columns of a row are one 32-bit store; a warp's store covers 32 banks
+    // (rows 2 (lane % 4) + e are kOutPitch = 8 banks mod 32 apart, columns 4 bytes).
+    const int q = lane % 4;
+    float inv_l[16];
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const float* a = o + 8 * j;  // accumulators of blocks 2 j (a[0..3]) and 2 j + 1 (a[4..7])
-    stmatrix_x4(row_addr + 32 * j, pack2<T>(a[0] * inv_l[0], a[1] * inv_l[0]),
-                pack2<T>(a[2] * inv_l[1], a[3] * inv_l[1]),
-                pack2<T>(a[4] * inv_l[0], a[5] * inv_l[0]),
-                pack2<T>(a[6] * inv_l[1], a[7] * inv_l[1]));
+    for (int k = 0; k < 16; ++k) inv_l[k] = s_inv_l[8 * (k / 2) + 2 * q + k % 2];
+    uint8_t* col = s_out + (256 * wg + 16 * (warp % 4) + 2 * (lane / 4)) * 2;
+#pragma unroll
+    for (int mb = 0; mb < 4; ++mb)
+#pragma unroll
+      for (int k = 0; k < 16; ++k) {
+        const float* a = o + 32 * mb + 4 * (k / 2) + k % 2;  // lo at a[0], hi at a[2]
+        *reinterpret_cast<uint32_t*>(col + (8 * (k / 2) + 2 * q + k % 2) * Tile::kOutPitch +
+                                     128 * mb) = pack2<T>(a[0] * inv_l[k], a[2] * inv_l[k]);
+      }
+  } else {
+    const float inv_l[2] = {s_inv_l[rows.r[0]], s_inv_l[rows.r[1]]};
+    const uint32_t row_addr =
+        smem_addr(s_out) + (16 * (warp % 4) + 8 * ((lane / 8) % 2) + lane % 8) * Tile::kOutPitch +
+        (256 * wg + 8 * (lane / 16)) * 2;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const float* a = o + 8 * j;  // accumulators of blocks 2 j (a[0..3]) and 2 j + 1 (a[4..7])
+      stmatrix_x4(row_addr + 32 * j, pack2<T>(a[0] * inv_l[0], a[1] * inv_l[0]),
+                  pack2<T>(a[2] * inv_l[1], a[3] * inv_l[1]),
+                  pack2<T>(a[4] * inv_l[0], a[5] * inv_l[0]),
+                  pack2<T>(a[6] * inv_l[1], a[7] * inv_l[1]));
+    }
   }
   consumer_sync();  // the staged rows, for every warp's copy
   // Warp w copies rows w, w + 8, ..., 8 bytes a lane (a row's 1 KB in 4 warp stores of whole

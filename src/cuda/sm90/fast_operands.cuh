@@ -1,16 +1,15 @@
 // The wgmma verify kernel's operands in fast mode (an e4m3 cache, Precision::kFast: Q and P in
 // e4m3, e4m3 products; verify_wgmma.cuh): where a row's codes lie (K-major, as wgmma takes 8-bit
-// operands), Q's codes made from its 16-bit rows, each tile's V transposed into V^T in the
-// k order of P's registers, and P's codes out of the score accumulators (Q's codes: quantize_q_e4m3
-// in operands.cuh). The layouts are WgmmaTile::Fast's (tile.h).
+// operands), each tile's V as the A operand of O^T += V^T P^T in registers, and P's codes out of
+// the score accumulators into shared memory (Q's codes: quantize_q_e4m3 in operands.cuh). The
+// layouts are WgmmaTile::Fast's (tile.h).
 //
-// The k order of P V. An 8-bit A operand in registers holds, for row lo (and hi), k 4 (lane % 4)
-// .. + 3 in register 0 (1) and the same 16 further in registers 2 (3), while the score
-// accumulators hold tokens 8 j + 2 (lane % 4) and + 1 of 8-token block j. So in each 16 tokens,
-// k position 4 q + m of P V takes token 2 q + {0, 1, 8, 9}[m] (q = lane % 4): P's codes are
-// packed in place (pack_p8) and V^T is written in that order (transpose_v), which is the order
-// in which ldmatrix.trans of two 8-token halves and one byte permute hand a lane its tokens.
-// So no register of P moves between lanes.
+// The k order of P V. P's codes are packed in place from the score accumulators, which hold
+// tokens 8 j + 2 (lane % 4) and + 1 of 8-token block j: a register of 4 codes holds, in each 16
+// tokens, tokens 2 q + {0, 1, 8, 9} (q = lane % 4), and store_p8 puts them at k positions 4 q ..
+// 4 q + 3. V's A fragments (load_v_fragments) hold the same tokens at the same k positions: the
+// order in which ldmatrix.trans of two 8-token halves and one byte permute hand a lane its
+// tokens. So no value moves between lanes on either side.
 #pragma once
 
 #include <type_traits>
@@ -48,67 +47,49 @@ __device__ __forceinline__ uint64_t codes_desc(uint32_t base) {
 __device__ __forceinline__ uint64_t tail_desc(uint32_t base) {
   return smem_desc<Swizzle::k64B>(base + Fast::kTailOffset, 16, 512);
 }
-// V^T of warpgroup g's 256 columns in a V^T buffer (`vt`), K-major without swizzle: core
-// matrices of 8 columns x 16 k positions, 128 bytes apart along k, kVtGroupPitch apart along the
-// columns.
-__device__ __forceinline__ uint64_t vt_desc(uint32_t vt, int g) {
-  return smem_desc(vt + g * Fast::kVtBytes, 128, Fast::kVtGroupPitch);
-}
-// P's codes (the other warpgroup's A operand), K-major without swizzle: row r, k position k at
-// (r / 8) 512 + (k / 16) 128 + (r % 8) 16 + k % 16.
+// P's codes (the B operand of O^T += V^T P^T: N the rows, K the tokens), K-major without
+// swizzle: row r, k position k at (r / 8) 512 + (k / 16) 128 + (r % 8) 16 + k % 16.
 __device__ __forceinline__ uint64_t p8_desc(uint32_t s_p) { return smem_desc(s_p, 128, 512); }
 
-// Warp w's share (of the 4 of the consumer warpgroup that does not score the tile), once the
-// tile's codes (`codes`) have landed, of its V^T (into the buffer `vt`): 16 of the 64 (16 tokens x
-// 32 columns) pieces, in 4 column groups a (transpose_v_group). A piece
-// is one ldmatrix.x4.trans of 16-bit pairs
-// (matrices: tokens 0-7 and 8-15 of columns c0 .. c0 + 15, then of c0 + 16 .. c0 + 31), which
-// hands lane l the bytes of tokens 2 q, 2 q + 1 (q = l % 4) at columns c0 + 2 (l / 4) and + 1;
-// a byte permute of the two token halves gives each column's 4 tokens in P's k order
-// (2 q + {0, 1, 8, 9}), and one stmatrix.x4 writes them to the columns' V^T rows (lane 8 j + i
-// addresses row i of matrix j: column c0 + 16 (j / 2) + 2 i + j % 2), each 16-token k group a
-// core matrix. Both ends are free of bank conflicts: the ldmatrix rows are 8 consecutive
-// tokens in the 128-byte swizzle, and V^T's 8-column groups are kVtGroupPitch = 528 bytes apart,
-// so a matrix's rows 0-3 and 4-7 (two groups) fall in different banks.
-// Warp w takes columns 128 w .. 128 w + 127 (block w of the codes), as 4 column groups a
-// (32 a ..) x 4 token groups G: lane l's row address reads token 16 G + 8 (j % 2) + i of
-// column 128 w + 32 a + 16 (j / 2), j = l / 8, i = l % 8, and its stmatrix row is column
-// 128 w + 32 a + 16 (j / 2) + 2 i + j % 2 at k group G. The addresses are a lane's base plus
-// constants of a and G, so a piece costs its 6 instructions and two adds.
-// The warp and lane are read from %tid.x here (volatile), not kept from elsewhere: with its
-// addresses hoisted out of the consumers' loop it spilled 12 bytes there (O holds 128
-// registers). Branch-free (ptxas serializes every wgmma in flight across a branch, C7514), so it
-// could run between a wgmma's issue and its wait; interleaved with the score chains that way it
-// spilled (sm90/DESIGN_NOTES.md), so it runs on its own, before the scores.
-__device__ __forceinline__ void transpose_v_group(uint32_t codes, uint32_t vt, uint32_t a) {
+// Tile t's V as the A operand of O^T += V^T P^T (fast_pipeline.cuh), straight from its codes
+// (`codes`, a stage) into registers: warpgroup g's 256 columns as 4 m-blocks of 64 (M) x the
+// tile's 2 k32 steps, a[8 mb + 4 ks + i] register i of block mb's step ks. In block mb, warp w
+// (w = warp % 4) holds the 16 columns from c0 = 256 g + 64 mb + 16 w, A's row lo = 16 w + lane
+// / 4 as column c0 + 2 (lane / 4) and row hi = lo + 8 as c0 + 2 (lane / 4) + 1 (the order
+// ldmatrix hands them out; the epilogue writes O^T back by it). One ldmatrix.x4.trans of 16-bit
+// pairs a block and step (matrix j: tokens 32 ks + 8 j .. + 7 of the 16 columns; lane l gives
+// the address of token 32 ks + l) hands lane l the bytes of tokens 2 q, 2 q + 1 (q = l % 4) of
+// each matrix at columns c0 + 2 (l / 4) and + 1; two byte permutes a matrix pair give each
+// column's 4 tokens in P's k order (2 q + {0, 1, 8, 9}), which is the A fragment's k 4 q .. 4 q
+// + 3. Free of bank conflicts: a matrix's 8 rows are 8 consecutive tokens in the 128-byte
+// swizzle. All 8 loads go before the permutes (the shared-memory asm keeps its order: in
+// load-permute pairs each load's latency was exposed, H200, 2026-12-04).
+// The warp and lane are read from %tid.x here (volatile), not kept from elsewhere (hoisted out
+// of the consumers' loop, such addresses spilled there: O holds 128 registers).
+__device__ __forceinline__ void load_v_fragments(uint32_t codes, int g, uint32_t (&a)[32]) {
   uint32_t tid;
   asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
-  const uint32_t w = tid / 32 % 4, lane = tid % 32, hj = lane / 16, j2 = (lane / 8) % 2,
-                 i = lane % 8;
-  const uint32_t ra =
-      codes + w * Tile::kBlockBytes + (8 * j2 + i) * 128 + (((2 * a + hj) ^ i) << 4);
-  const uint32_t wa = vt + (w / 2) * Fast::kVtBytes +
-                      (16 * (w % 2) + 2 * hj + i / 4 + 4 * a) * Fast::kVtGroupPitch +
-                      ((2 * i + j2) % 8) * 16;
-  // The four loads before the four stores: in load-store pairs each load waited out the last
-  // one's latency (the shared-memory asm keeps its order; H200, 2026-12-04, ncu: the permutes
-  // after each load held 16% of the consumers' warp samples).
-  uint32_t v[4][4];
+  const uint32_t w = tid / 32 % 4, lane = tid % 32;
+  const uint32_t unit = (w ^ (lane % 8)) << 4;  // the 16 columns' unit in token lane's row
+  const uint32_t row = codes + 2 * g * Tile::kBlockBytes + lane * 128;
+  uint32_t v[8][4];
 #pragma unroll
-  for (uint32_t G = 0; G < 4; ++G) ldmatrix_x4_trans(v[G], ra + G * 16 * 128);
+  for (int mb = 0; mb < 4; ++mb)
 #pragma unroll
-  for (uint32_t G = 0; G < 4; ++G)
-    stmatrix_x4(wa + G * 128, __byte_perm(v[G][0], v[G][1], 0x6420),
-                __byte_perm(v[G][0], v[G][1], 0x7531), __byte_perm(v[G][2], v[G][3], 0x6420),
-                __byte_perm(v[G][2], v[G][3], 0x7531));
-}
-// The whole share, the column groups a rolled loop (unrolled, with the loads of group a + 1
-// issued before the stores of group a, it was no faster: H200, 2026-12-03, V2 1.8% faster, V1
-// 1.4% and S2 3.5% slower; two groups a pass with two register sets in turn spilled 12 bytes,
-// 2026-12-04).
-__device__ __forceinline__ void transpose_v(uint32_t codes, uint32_t vt) {
-#pragma unroll 1
-  for (uint32_t a = 0; a < 4; ++a) transpose_v_group(codes, vt, a);
+    for (int ks = 0; ks < 2; ++ks)  // block mb / 2, units 4 (mb % 2) + w: unit ^ 64 for odd mb
+      ldmatrix_x4_trans(v[2 * mb + ks], row + (mb / 2) * Tile::kBlockBytes + ks * 32 * 128 +
+                                            (mb % 2 ? unit ^ 64u : unit));
+#pragma unroll
+  for (int b = 0; b < 8; ++b) {
+    a[4 * b] = __byte_perm(v[b][0], v[b][1], 0x6420);
+    a[4 * b + 1] = __byte_perm(v[b][0], v[b][1], 0x7531);
+    a[4 * b + 2] = __byte_perm(v[b][2], v[b][3], 0x6420);
+    a[4 * b + 3] = __byte_perm(v[b][2], v[b][3], 0x7531);
+  }
+  // The permutes done here, not moved between the wgmma that read them (ptxas then fences
+  // each wgmma on its own: C7519).
+#pragma unroll
+  for (int i = 0; i < 32; ++i) asm volatile("" : "+r"(a[i])::"memory");
 }
 
 // P's codes from the probabilities p (softmax_tile's s, in the accumulator layout), as p x 448
@@ -124,7 +105,7 @@ __device__ __forceinline__ void pack_p8(const float (&s)[32], uint32_t (&pa)[8])
   }
 }
 
-// P's codes to shared memory for the other warpgroup (p8_desc's layout): register 4 s + q to
+// P's codes to shared memory, for both warpgroups' P V (p8_desc's layout): register 4 s + q to
 // row r[q % 2], k positions 32 s + 16 (q / 2) + 4 (lane % 4) .. + 3, so a warp's store fills one
 // 128-byte core matrix.
 __device__ __forceinline__ void store_p8(const int (&rows)[2], const uint32_t (&pa)[8],

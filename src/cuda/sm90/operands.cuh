@@ -2,7 +2,7 @@
 // lie in a Q or KV tile (wgmma's 128-byte swizzle, tile.h), Q staged by the consumer threads
 // (and, on an e4m3 cache, rescaled into fp16 or, in fast mode, rounded to e4m3 codes), and the
 // KV tiles copied by the producer warpgroup (and e4m3 codes widened into fp16 where they
-// landed or, in fast mode, V transposed: fast_operands.cuh).
+// landed; fast mode's operands: fast_operands.cuh).
 #pragma once
 
 #include <cuda.h>
@@ -234,14 +234,15 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 //   half and arrives on the full barrier, as the scoring warpgroup's threads do for the
 //   other half.
 // - kFast (e4m3, fast mode): the codes land where wgmma reads them (code_offset, tail_offset)
-//   by cp.async, into Tile::Fast's three stages of codes; each thread announces a tile on the
+//   by cp.async, into Tile::Fast's stages of codes; each thread announces a tile on the
 //   stage's "codes landed" mbarrier with a plain arrival once cp.async.wait_group has seen its
-//   copies land, a tile later (the consumers read codes with ldmatrix, and racecheck did not
-//   follow cp.async.mbarrier.arrive to them), and that is all: the consumers write V^T
-//   (fast_pipeline.cuh) and free the stage once the tile is scored and transposed. (The producer's
-//   warps transposing each tile themselves were slower every way it was tried: H200, 2026-12-03, V2
-//   0.377 ms against 0.313 between a tile's landing and the next tile's copies, and 0.344-0.424
-//   after them; sm90/DESIGN_NOTES.md.)
+//   copies land (the consumers read codes with ldmatrix, and racecheck did not follow
+//   cp.async.mbarrier.arrive to them): a tile later, with the next tile's copies in flight,
+//   or, when the next tile's stage is not yet free, before waiting for it (so that a landed
+//   tile is not announced only once an older one is freed). The consumers free
+//   a stage once both warpgroups have taken their V of it (fast_pipeline.cuh). With four
+//   stages, Q's 16-bit rows sit in stages 2 and 3 until the consumers have made its codes
+//   (Tile::Fast::kQ16Offset): tile 2's copies wait for that.
 // - kTma (pages of 64 rows or more; `kv_map` from kv_tensor_map.h): a whole tile within one
 //   page goes by TMA instead. 16-bit: producer thread 0 announces the tile's 73728 bytes on
 //   the full barrier and issues the 9 tensor copies of its 64-value blocks (each lands in the
@@ -285,13 +286,24 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
 #pragma unroll
     for (int i = 0; i < kRowsEach; ++i) ids[i] = next[i];
     page_ids(tile + 1, next);
-    // Fast mode: kCodeStages stages of codes, freed once scored and transposed (Tile::Fast);
-    // tile t's codes announced on its stage's "codes landed" mbarrier by announce(t).
+    // Fast mode: kCodeStages stages of codes, freed once both warpgroups have taken their V
+    // (Tile::Fast); tile t's codes announced on its stage's "codes landed" mbarrier by
+    // announce(t): tile - 1's here when this tile's stage is not yet free (the file comment).
     constexpr int kStages = kFast ? Fast::kCodeStages : Tile::kStages;
     const int s = tile % kStages;
+    const uint32_t empty = s_base + (kFast ? Fast::kFreeOffset : Tile::kEmptyOffset) + 8 * s;
+    const uint32_t empty_parity = (tile / kStages - 1) & 1;
+    bool announced = false;  // fast mode: tile - 1
+    if constexpr (kFast) {
+      if (tile >= kStages && !mbar_test(empty, empty_parity)) {
+        cp_async_wait<0>();
+        announce(tile - 1);
+        announced = true;
+      }
+      if (Fast::kCodeStages == 4 && tile == 2) mbar_wait(s_base + Fast::kQFreeOffset, 0);
+    }
     if (tile >= kStages)  // the consumers are done with the tile kStages before
-      mbar_wait(s_base + (kFast ? Fast::kFreeOffset : Tile::kEmptyOffset) + 8 * s,
-                (tile / kStages - 1) & 1);
+      mbar_wait(empty, empty_parity);
     const uint32_t stage = s_base + s * (kFast ? Fast::kCodeBytes : Tile::kStageBytes);
     const uint32_t full = s_base + Tile::kFullOffset + 8 * s;
     bool whole = false;  // a whole tile inside one page, for TMA
@@ -365,7 +377,7 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
         // plain arrival (racecheck does not follow cp.async.mbarrier.arrive to this pipeline's
         // readers: sm90/DESIGN_NOTES.md); the last tile's after the loop.
         cp_async_commit();
-        if (tile > 0) {
+        if (tile > 0 && !announced) {
           cp_async_wait<1>();
           announce(tile - 1);
         }
@@ -374,8 +386,7 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
       }
     }
     if constexpr (kFast) {
-      // Nothing more: the consumer warpgroup that does not score the tile writes its V^T
-      // (fast_pipeline.cuh).
+      // Nothing more: the consumers read the codes as they are (fast_pipeline.cuh).
     } else if constexpr (kE4M3) {
       // Every copy of the tile has landed (the consumers' half of the rows too, which the
       // warpgroup that scores the tile widens: widen_own_half in verify_wgmma.cuh).

@@ -1,6 +1,6 @@
 // The shape and shared-memory map of the sm_90a wgmma verify kernel (verify_wgmma.cuh): one
 // CTA of two consumer warpgroups and a producer warpgroup holds 64 query rows against a 2-stage
-// pipeline of 64-token KV tiles (fast mode: three stages of codes and two V^T buffers, Fast).
+// pipeline of 64-token KV tiles (fast mode: three or four stages of codes, Fast).
 // Host code reads it for the launch, the schedule and doctor.
 #pragma once
 
@@ -36,10 +36,10 @@ struct WgmmaTile {
   static constexpr int kStageBytes = kQKDim / 64 * kBlockBytes;
   static_assert(kRows == kTokens, "Q and a KV tile share the layout");
   // Fast mode (an e4m3 cache, e4m3 products; fast_pipeline.cuh, fast_operands.cuh) has a map of
-  // its own. wgmma takes 8-bit operands K-major only, so a tile's codes serve the scores and V
-  // transposed (V^T) serves P V; the two live apart so that a tile's codes are freed once it is
-  // scored and transposed, before its P V: three stages of codes let the scores of a tile run
-  // ahead of the other warpgroup's P.
+  // its own. wgmma takes 8-bit operands K-major only, so a tile's codes serve the scores as they
+  // land (K-major) and P V as O^T += V^T P^T, V taken into registers as the A operand by
+  // ldmatrix (load_v_fragments) and P's codes from shared memory as B; stages of codes, freed
+  // once both warpgroups have taken their V.
   struct Fast {
     // Codes 0-511 of a row: blocks 0-3 of 128 codes in the 128-byte swizzle (row r's 128
     // bytes at 128 r of the block); codes 512-575: one block of 64 in the 64-byte swizzle
@@ -47,31 +47,33 @@ struct WgmmaTile {
     static constexpr int kTailCode = 512;
     static constexpr int kTailOffset = 4 * kBlockBytes;
     static constexpr int kCodeBytes = kTailOffset + kTokens * 64;
+#ifdef TV_EXP_FAST_STAGES
+    static constexpr int kCodeStages = TV_EXP_FAST_STAGES;
+#else
     static constexpr int kCodeStages = 3;
+#endif
+    static_assert(kCodeStages == 3 || kCodeStages == 4);
     static constexpr int kQCodesOffset = kCodeStages * kCodeBytes;
-    // V^T of a tile, a warpgroup's 256 columns each: column n's 64 tokens (P's k order) as 4
-    // core matrices of 16 k positions, 128 bytes apart; 8-column groups kVtGroupPitch apart
-    // (16 bytes more than their 512, for transpose_v's conflict-free stores). Two buffers (tile
-    // t in t % 2), then two of P's codes (64 rows x 64 tokens, p8_desc's layout). Q's 16-bit
-    // rows land in the same bytes first (copy_q) and leave as codes (quantize_q_e4m3).
-    static constexpr int kVtGroupPitch = 8 * kTokens + 16;
-    static constexpr int kVtBytes = 256 / 8 * kVtGroupPitch;
-    static constexpr int kVtOffset = kQCodesOffset + kCodeBytes;
-    static constexpr int kQ16Offset = kVtOffset;
+    // Each tile's softmax factors alpha (64 floats, for the rows of O^T's columns: both
+    // warpgroups' P V take them from here), then P's codes (64 rows x 64 tokens, p8_desc's
+    // layout); two of each (tile t in t & 1).
+    static constexpr int kAlphaOffset = kQCodesOffset + kCodeBytes;
     static constexpr int kPBytes = kRows * kTokens;
-    static constexpr int kPOffset = kVtOffset + 2 * 2 * kVtBytes;
+    static constexpr int kPOffset = kAlphaOffset + 2 * kRows * 4;
+    // Q's 16-bit rows land (copy_q) and leave as codes (quantize_q_e4m3) before any tile is
+    // scored: with three stages in the alphas' and P's bytes and beyond; with four in stages 2
+    // and 3, whose first copies the producer holds back until Q has left (kQFreeOffset).
+    static constexpr int kQ16Offset = kCodeStages == 4 ? 2 * kCodeBytes : kAlphaOffset;
     static constexpr int kRegionEnd =
         std::max(kPOffset + 2 * kPBytes, kQ16Offset + kQKDim / 64 * kBlockBytes);
     // mbarriers a stage of codes: landed (the producer's 128 threads, each once its copies have
-    // landed), free (scored by its owner's 4 warps and transposed by the other's 128 threads);
-    // a V^T buffer: full (the transposing warpgroup's 128 threads), free (its owner's 4 warps,
-    // after their P V). The P-ready mbarriers, the rows' maxima and sums and the epilogue's
-    // staging are the 16-bit map's (below).
+    // landed), free (every consumer thread, once it has taken its V of the tile: the owner
+    // after its scores); Q's 16-bit rows read (every consumer thread). The P-ready mbarriers,
+    // the rows' maxima and sums and the epilogue's staging are the 16-bit map's (below).
     static constexpr int kLandedOffset = kRegionEnd;
     static constexpr int kFreeOffset = kLandedOffset + kCodeStages * 8;
-    static constexpr int kVtFullOffset = kFreeOffset + kCodeStages * 8;
-    static constexpr int kVtFreeOffset = kVtFullOffset + 2 * 8;
-    static constexpr int kEnd = kVtFreeOffset + 2 * 8;
+    static constexpr int kQFreeOffset = kFreeOffset + kCodeStages * 8;
+    static constexpr int kEnd = kQFreeOffset + 8;
     static_assert(kTailOffset % 512 == 0, "the 64-byte swizzle's 512-byte atoms");
     static_assert(kCodeBytes % 1024 == 0 && kQ16Offset % 1024 == 0, "the 128-byte swizzle's atoms");
   };

@@ -28,10 +28,10 @@
 // and O takes kv_scale: the portable kernel's exact mode (cuda/mma/fp8_ops.cuh), on wgmma.
 // In fast mode (kFast: Q and P in e4m3, the portable kernel's fast-mode contract) the products
 // are e4m3 wgmma, which takes 8-bit operands K-major only: Q is rounded to codes a row with a
-// scale (quantize_q_e4m3), K's codes are used as they land, the warpgroup that does not score a
-// tile transposes its V into V^T, and P's codes (p x 448) go from the score accumulators to P V
-// in place: fast_operands.cuh has the layouts and the k order that makes that possible, and
-// fast_pipeline.cuh the consumers' pass, whose stages are not the 16-bit kernel's.
+// scale (quantize_q_e4m3), K's codes are used as they land, and P V runs transposed, O^T +=
+// V^T P^T, with V's codes taken into registers as the A operand and P's codes (p x 448) from
+// shared memory: fast_operands.cuh has the layouts and the k order that makes that possible,
+// and fast_pipeline.cuh the consumers' pass, whose stages are not the 16-bit kernel's.
 // Figures and limits: DESIGN_NOTES.md beside this file.
 #pragma once
 
@@ -286,13 +286,10 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
     if constexpr (kFast) {
       for (int s = 0; s < Fast::kCodeStages; ++s) {
         mbar_init(s_base + Fast::kLandedOffset + 8 * s, kProducers);  // their cp.async landed
-        mbar_init(s_base + Fast::kFreeOffset + 8 * s,  // scored (4 warps), transposed (128 threads)
-                  kConsumerWarps / 2 + kWarpgroupThreads);
+        // every consumer thread has taken its V (the owner after its scores)
+        mbar_init(s_base + Fast::kFreeOffset + 8 * s, Tile::kConsumerThreads);
       }
-      for (int b = 0; b < 2; ++b) {
-        mbar_init(s_base + Fast::kVtFullOffset + 8 * b, kWarpgroupThreads);   // V^T written
-        mbar_init(s_base + Fast::kVtFreeOffset + 8 * b, kConsumerWarps / 2);  // owner's P V done
-      }
+      mbar_init(s_base + Fast::kQFreeOffset, Tile::kConsumerThreads);  // Q's 16-bit rows read
     } else {
       for (int s = 0; s < Tile::kStages; ++s) {
         mbar_init(s_base + Tile::kFullOffset + 8 * s,
@@ -314,7 +311,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
 
   // kv_scale's load (e4m3) in flight beside Q's copies.
   const float v_scale = kE4M3 ? __ldg(p.kv_scale) : 1.f;  // O's factor
-  // Fast mode: Q's 16-bit rows land where V^T and P go later (Tile::Fast), as codes beside.
+  // Fast mode: Q's 16-bit rows land where P or later tiles go (Tile::Fast), as codes beside.
   copy_q(p, w, kFast ? s_base + Fast::kQ16Offset : s_q);
   cp_async_commit();
   Rows rows;
@@ -333,9 +330,11 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   // Q to fp16 (exact mode) or to e4m3 codes (fast mode) and each row's factor (in s_lse, free
   // until the epilogue), each thread on the Q units it copied; K and V are the cache's codes
   // (widened in exact mode), so the scores take kv_scale and so does O.
-  if constexpr (kFast)
+  if constexpr (kFast) {
     quantize_q_e4m3<T>(smem + Fast::kQ16Offset, smem + Fast::kQCodesOffset, s_lse, v_scale);
-  else if constexpr (kE4M3)
+    // With four stages of codes Q's 16-bit rows were in stages 2 and 3 (Tile::Fast).
+    if constexpr (Fast::kCodeStages == 4) mbar_arrive(s_base + Fast::kQFreeOffset);
+  } else if constexpr (kE4M3)
     prepare_q_f16<T>(smem + Tile::kQOffset, s_lse, v_scale);
   if constexpr (kWiden) {  // P's buffer zeroed and the maxima -inf: tile -1's P V (consume)
     constexpr int kPBytes = Tile::kRows / 8 * Tile::kPGroupBytes;
@@ -348,11 +347,8 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   fence_proxy_async();
   consumer_sync();  // Q (and its row factors), P's zeros, for every consumer and for wgmma's reads
   if constexpr (kFast) {
-    // Tile -1's operands (consume_fast): warpgroup 0's columns of V^T buffer 1 and P buffer 1
-    // zeroed, now that Q's 16-bit rows (the same bytes) have left as codes, and the maxima -inf.
-    uint4* vt1 = reinterpret_cast<uint4*>(smem + Fast::kVtOffset + 2 * Fast::kVtBytes);
-    for (int i = threadIdx.x; i < Fast::kVtBytes / 16; i += Tile::kConsumerThreads)
-      vt1[i] = make_uint4(0u, 0u, 0u, 0u);
+    // Tile -1's operands (consume_fast): P buffer 1 zeroed, now that Q's 16-bit rows (with
+    // three stages, the same bytes) have left as codes, and the maxima -inf.
     static_assert(Fast::kPBytes == Tile::kConsumerThreads * 16);
     reinterpret_cast<uint4*>(smem + Fast::kPOffset + Fast::kPBytes)[threadIdx.x] =
         make_uint4(0u, 0u, 0u, 0u);
@@ -372,7 +368,8 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   // for the rows' way out, then for the recomputed rows' O.
   // Fast mode's P was p x 448.
   constexpr float kPartScale = kFast ? 1.f / kE4M3Max : 1.f;
-  epilogue<T>(p, w, rows, o, wg, v_scale * kPartScale, kPartScale, s_sum, s_lse, s_inv_l, smem);
+  epilogue<T, kFast>(p, w, rows, o, wg, v_scale * kPartScale, kPartScale, s_sum, s_lse, s_inv_l,
+                     smem);
   consumer_sync();  // the epilogue's stores and its NaN rows in s_lse
   mma::recompute_nan_rows<T, Tile, kE4M3>(p, smem, s_lse);
 }

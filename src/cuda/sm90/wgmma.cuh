@@ -235,20 +235,12 @@ __device__ __forceinline__ void wgmma_m64n64k32_e4m3(float (&d)[32], uint64_t de
 #endif
 }
 
-// D (m64n256, fp32) {=, +=} A (m64k32 e4m3, shared memory) x B (k32n256 e4m3, shared memory).
-__device__ __forceinline__ void wgmma_m64n256k32_e4m3(float (&d)[128], uint64_t desc_a,
-                                                      uint64_t desc_b, bool accumulate) {
+// D (m64n64, fp32) {=, +=} A (m64k32 e4m3, registers) x B (k32n64 e4m3, shared memory).
+__device__ __forceinline__ void wgmma_m64n64k32_e4m3_rs(float (&d)[32], const uint32_t (&a)[4],
+                                                        uint64_t desc_b, bool accumulate) {
 #if TV_HAS_WGMMA
-  TV_WGMMA8_SS("m64n256k32", TV_WGMMA_D128_REGS, TV_WGMMA_D128_OUTS, "128", "129", "130");
-#endif
-}
-
-// D (m64n256, fp32) {=, +=} A (m64k32 e4m3, registers) x B (k32n256 e4m3, shared memory).
-__device__ __forceinline__ void wgmma_m64n256k32_e4m3_rs(float (&d)[128], const uint32_t (&a)[4],
-                                                         uint64_t desc_b, bool accumulate) {
-#if TV_HAS_WGMMA
-  TV_WGMMA8_RS("m64n256k32", TV_WGMMA_D128_REGS, TV_WGMMA_D128_OUTS, "128", "129", "130", "131",
-               "132", "133");
+  TV_WGMMA8_RS("m64n64k32", TV_WGMMA_D32_REGS, TV_WGMMA_D32_OUTS, "32", "33", "34", "35", "36",
+               "37");
 #endif
 }
 
