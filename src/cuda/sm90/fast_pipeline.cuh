@@ -10,14 +10,18 @@
 // are its rows), and this way no one writes V^T. Each pass of the loop (tile `own` of this
 // warpgroup and `their` = own - 1 of the other) runs:
 //   1. S = Q K^T of `own` in chains of kFastChain k32 steps;
-//   2. the other warpgroup's P, row maxima and alphas of `their` (mbarrier), O^T rescaled,
-//      `their`'s V into registers and O^T += V^T P^T over this warpgroup's columns;
-//   3. the online softmax of `own`, whose P (codes), maxima and alphas go to shared memory;
-//   4. once this warpgroup's P is all stored, O^T rescaled, `own`'s V into registers and
-//      O^T += V^T P^T.
-// A stage of codes is freed once both warpgroups have taken their V of it (every consumer
-// thread arrives). O^T's columns are the rows, so a row's alpha reaches every thread through
-// shared memory (Fast::kAlphaOffset), and the epilogue writes O back from O^T's layout.
+//   2. the other warpgroup's P, row maxima and alphas of `their` (mbarrier), its maxima taken
+//      over;
+//   3. the online softmax of `own`, whose P (codes), maxima and alphas go to shared memory for
+//      both warpgroups (mbarrier), so that the other one's next softmax waits for nothing else;
+//   4. P V of `their`, then of `own`: O^T rescaled by the tile's alphas, V into registers,
+//      O^T += V^T P^T, waited for.
+// The softmax of one warpgroup runs beside the other's products, and P V needs no V^T. P and
+// the alphas have four buffers, since a warpgroup's P V of `their` follows its publication of
+// `own`'s P, after which the other warpgroup may publish the next. A stage of codes is freed once
+// both warpgroups have taken their V of it (every consumer thread arrives). O^T's columns are
+// the rows, so a row's alpha reaches every thread through shared memory (Fast::kAlphaOffset), and
+// the epilogue writes O back from O^T's layout.
 #pragma once
 
 #include "cuda/sm90/fast_operands.cuh"
@@ -79,10 +83,10 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
     return b;
   };
   auto codes = [&](int t) { return base() + (t % Fast::kCodeStages) * Fast::kCodeBytes; };
-  // Tile t's P and alphas: buffer t & 1 (tile -1's, below, are buffer 1's).
-  auto p_buf = [&](int t) { return Fast::kPOffset + (t & 1) * Fast::kPBytes; };
+  // Tile t's P and alphas: buffer t & 3 (tile -1's, below, are buffer 3's).
+  auto p_buf = [&](int t) { return Fast::kPOffset + (t & 3) * Fast::kPBytes; };
   auto alphas = [&](int t) {
-    return reinterpret_cast<float*>(smem + Fast::kAlphaOffset) + (t & 1) * Tile::kRows;
+    return reinterpret_cast<float*>(smem + Fast::kAlphaOffset) + (t & 3) * Tile::kRows;
   };
   auto wait_codes = [&](int t) {
     mbar_wait(s_base + Fast::kLandedOffset + 8 * (t % Fast::kCodeStages),
@@ -135,7 +139,7 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
       }
     }
   };
-  // O^T += V^T P^T of tile t (V in av, P's codes in t's buffer), left running.
+  // O^T += V^T P^T of tile t (V in av, P's codes in t's buffer), waited for.
   auto pv = [&](int t, const uint32_t(&av)[32]) {
     const uint64_t pd = p8_desc(s_base + p_buf(t));
     wgmma_fence();
@@ -149,17 +153,24 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
       }
     }
     wgmma_commit();
+    wgmma_wait<0>();
+    fence_accumulators(o);
   };
-  // Step 2: the other warpgroup's tile t: its P, maxima and alphas once published, O^T
-  // rescaled, its V (t's codes landed: the other warpgroup scored them), P V, waited for (left
-  // running beside the softmax, V's 32 registers made ptxas spill 32 bytes). Tile -1
-  // (warpgroup 0's first pass) adds nothing, with no branch around its wgmma (one would
-  // serialize them all, C7514): V is zeros, P buffer 1's codes are zeros (the prologue), O^T is
-  // not rescaled (it is zero), and the maxima it takes over are -inf (verify_wgmma.cuh).
+  // Step 2: the other warpgroup's P, maxima and alphas of its tile t (mbarrier; tile -1, in
+  // warpgroup 0's first pass, has none: the maxima it takes over are -inf, from the prologue),
+  // its maxima taken over by this thread's rows (l's rescale; O^T's waits for step 4).
+  auto take_theirs = [&](int t) {
+    if (t >= 0) mbar_wait(p_theirs(), (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
+    float alpha[2];
+    take_their_max(rows, s_max, alpha);
+  };
+  // Step 4 for the other warpgroup's tile t: O^T rescaled by t's alphas, t's V (its codes
+  // landed: the other warpgroup scored them), P V. Tile -1 adds nothing, with no branch around
+  // its wgmma (one would serialize them all, C7514): V is zeros and P's buffer (3) is zeroed in
+  // the prologue (verify_wgmma.cuh); O^T (zero) is not rescaled.
   auto pv_theirs = [&](int t, uint32_t(&av)[32]) {
     if (t >= 0) {
-      mbar_wait(p_theirs(), (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
-      scale_ot(o, alphas(t));              // before V's registers: the scores are live here too
+      scale_ot(o, alphas(t));
       wait_codes(t);
       load_v_fragments(codes(t), g, av);
       free_codes(t);
@@ -167,17 +178,13 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
 #pragma unroll
       for (int i = 0; i < 32; ++i) av[i] = 0u;
     }
-    float alpha[2];  // the other's alphas as this thread's rows see them: l's rescale
-    take_their_max(rows, s_max, alpha);
     pv(t, av);
-    wgmma_wait<0>();
-    fence_accumulators(o);
   };
   auto first = [&](int t) { return w.tok_begin + t * Tile::kTokens; };
-  // Steps 3 and 4 of tile t, scored into sv: the softmax, P, maxima and alphas to shared memory
-  // (the buffer's last readers, both P V of t - 2, were waited for before t - 1's P was
-  // published), and P V once all of this warpgroup's threads have stored theirs.
-  auto finish_own = [&](int t, float(&sv)[32], uint32_t(&av)[32]) {
+  // Step 3 of tile t, scored into sv: the softmax, then P, the maxima and the alphas to shared
+  // memory and "P ready". The buffers' last readers, both P V of t - 4, were waited for before
+  // the P of t - 3 (the other warpgroup's) and t - 2 (this one's) were published.
+  auto softmax_own = [&](int t, float(&sv)[32]) {
     float alpha[2];
     uint32_t pa[8];
     softmax_tile(p, w, sv, first(t), rows, alpha);
@@ -187,32 +194,34 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
     if (lane % 4 == 0)
       for (int h = 0; h < 2; ++h) alphas(t)[rows.r[h]] = alpha[h];
     fence_proxy_async();
-    mbar_arrive(p_mine());             // releases this thread's stores
-    mbar_wait(p_mine(), (t / 2) & 1);  // every thread's P and alphas of t
+    mbar_arrive(p_mine());  // releases this thread's stores
+  };
+  // Step 4 for this warpgroup's tile t, once all of its threads have stored their P and alphas.
+  auto pv_own = [&](int t, uint32_t(&av)[32]) {
+    mbar_wait(p_mine(), (t / 2) & 1);
     scale_ot(o, alphas(t));
     load_v_fragments(codes(t), g, av);
     free_codes(t);
     pv(t, av);
-    wgmma_wait<0>();
-    fence_accumulators(o);
   };
 
-  // Both warpgroups start in the loop: warpgroup 0's first pass multiplies tile -1's zeros
-  // (pv_theirs), so a CTA fetches one copy of the pass.
+  // Both warpgroups start in the loop: warpgroup 0's first pass takes tile -1, which adds
+  // nothing, so a CTA fetches one copy of the pass.
   float sv[32];
   uint32_t av[32];
   int own = g;
   for (; own < n_tiles; own += 2) {
     scores(own, sv);
+    take_theirs(own - 1);
+    softmax_own(own, sv);
     pv_theirs(own - 1, av);
-    finish_own(own, sv, av);
+    pv_own(own, av);
   }
   // The chunk's last tile is the other warpgroup's (a CTA without tiles: warpgroup 0 would
   // take tile -1 here, so it is left out).
   if (own > 0 && own - 1 < n_tiles) {
+    take_theirs(own - 1);
     pv_theirs(own - 1, av);
-    wgmma_wait<0>();
-    fence_accumulators(o);
   }
 }
 

@@ -56,16 +56,17 @@ struct WgmmaTile {
     static constexpr int kQCodesOffset = kCodeStages * kCodeBytes;
     // Each tile's softmax factors alpha (64 floats, for the rows of O^T's columns: both
     // warpgroups' P V take them from here), then P's codes (64 rows x 64 tokens, p8_desc's
-    // layout); two of each (tile t in t & 1).
+    // layout); four of each (tile t in t & 3: fast_pipeline.cuh says why).
+    static constexpr int kPBuffers = 4;
     static constexpr int kAlphaOffset = kQCodesOffset + kCodeBytes;
     static constexpr int kPBytes = kRows * kTokens;
-    static constexpr int kPOffset = kAlphaOffset + 2 * kRows * 4;
+    static constexpr int kPOffset = kAlphaOffset + kPBuffers * kRows * 4;
     // Q's 16-bit rows land (copy_q) and leave as codes (quantize_q_e4m3) before any tile is
     // scored: with three stages in the alphas' and P's bytes and beyond; with four in stages 2
     // and 3, whose first copies the producer holds back until Q has left (kQFreeOffset).
     static constexpr int kQ16Offset = kCodeStages == 4 ? 2 * kCodeBytes : kAlphaOffset;
     static constexpr int kRegionEnd =
-        std::max(kPOffset + 2 * kPBytes, kQ16Offset + kQKDim / 64 * kBlockBytes);
+        std::max(kPOffset + kPBuffers * kPBytes, kQ16Offset + kQKDim / 64 * kBlockBytes);
     // mbarriers a stage of codes: landed (the producer's 128 threads, each once its copies have
     // landed), free (every consumer thread, once it has taken its V of the tile: the owner
     // after its scores); Q's 16-bit rows read (every consumer thread). The P-ready mbarriers,

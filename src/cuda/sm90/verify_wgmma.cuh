@@ -347,10 +347,10 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   fence_proxy_async();
   consumer_sync();  // Q (and its row factors), P's zeros, for every consumer and for wgmma's reads
   if constexpr (kFast) {
-    // Tile -1's operands (consume_fast): P buffer 1 zeroed, now that Q's 16-bit rows (with
-    // three stages, the same bytes) have left as codes, and the maxima -inf.
+    // Tile -1's operands (consume_fast): its P buffer (3) zeroed, now that Q's 16-bit rows
+    // (with three stages, the same bytes) have left as codes, and the maxima -inf.
     static_assert(Fast::kPBytes == Tile::kConsumerThreads * 16);
-    reinterpret_cast<uint4*>(smem + Fast::kPOffset + Fast::kPBytes)[threadIdx.x] =
+    reinterpret_cast<uint4*>(smem + Fast::kPOffset + 3 * Fast::kPBytes)[threadIdx.x] =
         make_uint4(0u, 0u, 0u, 0u);
     if (threadIdx.x < Tile::kRows)
       reinterpret_cast<float*>(smem + Tile::kMaxOffset)[threadIdx.x] = mma::kNegInf;
