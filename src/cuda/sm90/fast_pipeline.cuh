@@ -10,18 +10,21 @@
 // are its rows), and this way no one writes V^T. Each pass of the loop (tile `own` of this
 // warpgroup and `their` = own - 1 of the other) runs:
 //   1. S = Q K^T of `own` in chains of kFastChain k32 steps;
-//   2. the other warpgroup's P, row maxima and alphas of `their` (mbarrier), its maxima taken
-//      over;
+//   2. the other warpgroup's P, row maxima and alphas of `their` (mbarrier), O^T rescaled,
+//      `their`'s V into registers and O^T += V^T P^T over this warpgroup's columns;
 //   3. the online softmax of `own`, whose P (codes), maxima and alphas go to shared memory for
-//      both warpgroups (mbarrier), so that the other one's next softmax waits for nothing else;
-//   4. P V of `their`, then of `own`: O^T rescaled by the tile's alphas, V into registers,
-//      O^T += V^T P^T, waited for.
-// The softmax of one warpgroup runs beside the other's products, and P V needs no V^T. P and
-// the alphas have four buffers, since a warpgroup's P V of `their` follows its publication of
-// `own`'s P, after which the other warpgroup may publish the next. A stage of codes is freed once
-// both warpgroups have taken their V of it (every consumer thread arrives). O^T's columns are
-// the rows, so a row's alpha reaches every thread through shared memory (Fast::kAlphaOffset), and
-// the epilogue writes O back from O^T's layout.
+//      both warpgroups (mbarrier);
+//   4. once this warpgroup's P is all stored, O^T rescaled, `own`'s V into registers and
+//      O^T += V^T P^T.
+// Each P V is waited for where it is issued: left running beside the softmax, V's 32
+// registers made ptxas spill. (Both P V after the softmax, so that the other warpgroup gets
+// each P one P V sooner, measured slower: V4 2.04 ms against 1.97-1.98, H200, 2026-12-04;
+// sm90/DESIGN_NOTES.md.) A stage of codes is freed once both warpgroups have taken their V of
+// it (every consumer thread arrives). O^T's columns are the rows, so a row's alpha reaches every
+// thread through shared memory (Fast::kAlphaOffset): four buffers, so that a warpgroup's reads
+// of tile t's alphas are ordered before their rewrite at t + 4 by the P-ready mbarriers (with
+// two, only the wgmma between them did, and racecheck saw a hazard). The epilogue writes O
+// back from O^T's layout.
 #pragma once
 
 #include "cuda/sm90/fast_operands.cuh"
@@ -156,21 +159,16 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
     wgmma_wait<0>();
     fence_accumulators(o);
   };
-  // Step 2: the other warpgroup's P, maxima and alphas of its tile t (mbarrier; tile -1, in
-  // warpgroup 0's first pass, has none: the maxima it takes over are -inf, from the prologue),
-  // its maxima taken over by this thread's rows (l's rescale; O^T's waits for step 4).
-  auto take_theirs = [&](int t) {
-    if (t >= 0) mbar_wait(p_theirs(), (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
-    float alpha[2];
-    take_their_max(rows, s_max, alpha);
-  };
-  // Step 4 for the other warpgroup's tile t: O^T rescaled by t's alphas, t's V (its codes
-  // landed: the other warpgroup scored them), P V. Tile -1 adds nothing, with no branch around
-  // its wgmma (one would serialize them all, C7514): V is zeros and P's buffer (3) is zeroed in
-  // the prologue (verify_wgmma.cuh); O^T (zero) is not rescaled.
+  // Step 2: the other warpgroup's tile t: its P, maxima and alphas once published (mbarrier),
+  // O^T rescaled by its alphas, its V (t's codes landed: the other warpgroup scored them), its
+  // maxima taken over by this thread's rows (l's rescale), P V. Tile -1 (warpgroup 0's first
+  // pass) adds nothing, with no branch around its wgmma (one would serialize them all, C7514):
+  // V is zeros, its P buffer (3) is zeroed in the prologue (verify_wgmma.cuh), O^T (zero) is not
+  // rescaled, and the maxima it takes over are -inf.
   auto pv_theirs = [&](int t, uint32_t(&av)[32]) {
     if (t >= 0) {
-      scale_ot(o, alphas(t));
+      mbar_wait(p_theirs(), (t / 2) & 1);  // the other warpgroup's (t / 2)-th tile
+      scale_ot(o, alphas(t));              // before V's registers: the scores are live here too
       wait_codes(t);
       load_v_fragments(codes(t), g, av);
       free_codes(t);
@@ -178,12 +176,14 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
 #pragma unroll
       for (int i = 0; i < 32; ++i) av[i] = 0u;
     }
+    float alpha[2];
+    take_their_max(rows, s_max, alpha);
     pv(t, av);
   };
   auto first = [&](int t) { return w.tok_begin + t * Tile::kTokens; };
   // Step 3 of tile t, scored into sv: the softmax, then P, the maxima and the alphas to shared
-  // memory and "P ready". The buffers' last readers, both P V of t - 4, were waited for before
-  // the P of t - 3 (the other warpgroup's) and t - 2 (this one's) were published.
+  // memory and "P ready". The buffers' last readers (both P V of t - 4) were waited for before
+  // the other warpgroup published t - 1's P, which this one has taken.
   auto softmax_own = [&](int t, float(&sv)[32]) {
     float alpha[2];
     uint32_t pa[8];
@@ -212,17 +212,13 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
   int own = g;
   for (; own < n_tiles; own += 2) {
     scores(own, sv);
-    take_theirs(own - 1);
-    softmax_own(own, sv);
     pv_theirs(own - 1, av);
+    softmax_own(own, sv);
     pv_own(own, av);
   }
   // The chunk's last tile is the other warpgroup's (a CTA without tiles: warpgroup 0 would
   // take tile -1 here, so it is left out).
-  if (own > 0 && own - 1 < n_tiles) {
-    take_theirs(own - 1);
-    pv_theirs(own - 1, av);
-  }
+  if (own > 0 && own - 1 < n_tiles) pv_theirs(own - 1, av);
 }
 
 }  // namespace treeverify::cuda::sm90
