@@ -240,9 +240,7 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 //   cp.async.mbarrier.arrive to them): a tile later, with the next tile's copies in flight,
 //   or, when the next tile's stage is not yet free, before waiting for it (so that a landed
 //   tile is not announced only once an older one is freed). The consumers free
-//   a stage once both warpgroups have taken their V of it (fast_pipeline.cuh). With four
-//   stages, Q's 16-bit rows sit in stages 2 and 3 until the consumers have made its codes
-//   (Tile::Fast::kQ16Offset): tile 2's copies wait for that.
+//   a stage once both warpgroups have taken their V of it (fast_pipeline.cuh).
 // - kTma (pages of 64 rows or more; `kv_map` from kv_tensor_map.h): a whole tile within one
 //   page goes by TMA instead. 16-bit: producer thread 0 announces the tile's 73728 bytes on
 //   the full barrier and issues the 9 tensor copies of its 64-value blocks (each lands in the
@@ -300,7 +298,6 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
         announce(tile - 1);
         announced = true;
       }
-      if (Fast::kCodeStages == 4 && tile == 2) mbar_wait(s_base + Fast::kQFreeOffset, 0);
     }
     if (tile >= kStages)  // the consumers are done with the tile kStages before
       mbar_wait(empty, empty_parity);

@@ -1,6 +1,6 @@
 // The shape and shared-memory map of the sm_90a wgmma verify kernel (verify_wgmma.cuh): one
 // CTA of two consumer warpgroups and a producer warpgroup holds 64 query rows against a 2-stage
-// pipeline of 64-token KV tiles (fast mode: three or four stages of codes, Fast).
+// pipeline of 64-token KV tiles (fast mode: three stages of codes, Fast).
 // Host code reads it for the launch, the schedule and doctor.
 #pragma once
 
@@ -47,12 +47,9 @@ struct WgmmaTile {
     static constexpr int kTailCode = 512;
     static constexpr int kTailOffset = 4 * kBlockBytes;
     static constexpr int kCodeBytes = kTailOffset + kTokens * 64;
-#ifdef TV_EXP_FAST_STAGES
-    static constexpr int kCodeStages = TV_EXP_FAST_STAGES;
-#else
+    // Three stages: four (Q's 16-bit rows in stages 2 and 3 during the prologue) were no faster
+    // (H200, 2026-12-04: V4 1.99 ms against 1.97-1.98; sm90/DESIGN_NOTES.md).
     static constexpr int kCodeStages = 3;
-#endif
-    static_assert(kCodeStages == 3 || kCodeStages == 4);
     static constexpr int kQCodesOffset = kCodeStages * kCodeBytes;
     // Each tile's softmax factors alpha (64 floats, for the rows of O^T's columns: both
     // warpgroups' P V take them from here), then P's codes (64 rows x 64 tokens, p8_desc's
@@ -62,19 +59,17 @@ struct WgmmaTile {
     static constexpr int kPBytes = kRows * kTokens;
     static constexpr int kPOffset = kAlphaOffset + kPBuffers * kRows * 4;
     // Q's 16-bit rows land (copy_q) and leave as codes (quantize_q_e4m3) before any tile is
-    // scored: with three stages in the alphas' and P's bytes and beyond; with four in stages 2
-    // and 3, whose first copies the producer holds back until Q has left (kQFreeOffset).
-    static constexpr int kQ16Offset = kCodeStages == 4 ? 2 * kCodeBytes : kAlphaOffset;
+    // scored, in the alphas' and P's bytes and beyond.
+    static constexpr int kQ16Offset = kAlphaOffset;
     static constexpr int kRegionEnd =
         std::max(kPOffset + kPBuffers * kPBytes, kQ16Offset + kQKDim / 64 * kBlockBytes);
     // mbarriers a stage of codes: landed (the producer's 128 threads, each once its copies have
     // landed), free (every consumer thread, once it has taken its V of the tile: the owner
-    // after its scores); Q's 16-bit rows read (every consumer thread). The P-ready mbarriers,
-    // the rows' maxima and sums and the epilogue's staging are the 16-bit map's (below).
+    // after its scores). The P-ready mbarriers, the rows' maxima and sums and the epilogue's
+    // staging are the 16-bit map's (below).
     static constexpr int kLandedOffset = kRegionEnd;
     static constexpr int kFreeOffset = kLandedOffset + kCodeStages * 8;
-    static constexpr int kQFreeOffset = kFreeOffset + kCodeStages * 8;
-    static constexpr int kEnd = kQFreeOffset + 8;
+    static constexpr int kEnd = kFreeOffset + kCodeStages * 8;
     static_assert(kTailOffset % 512 == 0, "the 64-byte swizzle's 512-byte atoms");
     static_assert(kCodeBytes % 1024 == 0 && kQ16Offset % 1024 == 0, "the 128-byte swizzle's atoms");
   };

@@ -289,7 +289,6 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
         // every consumer thread has taken its V (the owner after its scores)
         mbar_init(s_base + Fast::kFreeOffset + 8 * s, Tile::kConsumerThreads);
       }
-      mbar_init(s_base + Fast::kQFreeOffset, Tile::kConsumerThreads);  // Q's 16-bit rows read
     } else {
       for (int s = 0; s < Tile::kStages; ++s) {
         mbar_init(s_base + Tile::kFullOffset + 8 * s,
@@ -330,11 +329,9 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   // Q to fp16 (exact mode) or to e4m3 codes (fast mode) and each row's factor (in s_lse, free
   // until the epilogue), each thread on the Q units it copied; K and V are the cache's codes
   // (widened in exact mode), so the scores take kv_scale and so does O.
-  if constexpr (kFast) {
+  if constexpr (kFast)
     quantize_q_e4m3<T>(smem + Fast::kQ16Offset, smem + Fast::kQCodesOffset, s_lse, v_scale);
-    // With four stages of codes Q's 16-bit rows were in stages 2 and 3 (Tile::Fast).
-    if constexpr (Fast::kCodeStages == 4) mbar_arrive(s_base + Fast::kQFreeOffset);
-  } else if constexpr (kE4M3)
+  else if constexpr (kE4M3)
     prepare_q_f16<T>(smem + Tile::kQOffset, s_lse, v_scale);
   if constexpr (kWiden) {  // P's buffer zeroed and the maxima -inf: tile -1's P V (consume)
     constexpr int kPBytes = Tile::kRows / 8 * Tile::kPGroupBytes;
@@ -347,8 +344,8 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   fence_proxy_async();
   consumer_sync();  // Q (and its row factors), P's zeros, for every consumer and for wgmma's reads
   if constexpr (kFast) {
-    // Tile -1's operands (consume_fast): its P buffer (3) zeroed, now that Q's 16-bit rows
-    // (with three stages, the same bytes) have left as codes, and the maxima -inf.
+    // Tile -1's operands (consume_fast): its P buffer (3) zeroed, now that Q's 16-bit rows (the
+    // same bytes) have left as codes, and the maxima -inf.
     static_assert(Fast::kPBytes == Tile::kConsumerThreads * 16);
     reinterpret_cast<uint4*>(smem + Fast::kPOffset + 3 * Fast::kPBytes)[threadIdx.x] =
         make_uint4(0u, 0u, 0u, 0u);
