@@ -77,8 +77,9 @@ struct WgmmaTile {
   // swizzle: 8-row groups of kTokens values, the 8 rows interleaved 16 bytes at a time (one
   // 128-byte core matrix: 8 values of each of 8 rows).
   static constexpr int kPGroupBytes = 8 * kTokens * 2;  // 1024
-  // The epilogue's rows of O in T, staged in stage 0 (free by then), 16 bytes of padding a row so
-  // that stmatrix's 8 rows of a matrix fall in 8 different bank groups.
+  // The epilogue's rows of O in T, staged from the start of shared memory (stage 0; in fast
+  // mode stages of codes 0 and 1), free by then, 16 bytes of padding a row so that stmatrix's
+  // 8 rows of a matrix fall in 8 different bank groups.
   static constexpr int kOutPitch = kVDim * 2 + 16;
   static_assert(kRows * kOutPitch <= kStageBytes, "the staged rows fit a stage");
   // Shared memory: the KV stages; Q; P; the running row maxima after the last scored tile

@@ -362,7 +362,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
     consume<M, kE4M3>(p, w, n_tiles, smem, rows, o, wg);
   }
   // Every tile has landed and been read (each was waited for), so the stages are free: stage 0
-  // for the rows' way out, then for the recomputed rows' O.
+  // (fast mode: stages of codes 0 and 1) for the rows' way out, then for the recomputed rows' O.
   // Fast mode's P was p x 448.
   constexpr float kPartScale = kFast ? 1.f / kE4M3Max : 1.f;
   epilogue<T, kFast>(p, w, rows, o, wg, v_scale * kPartScale, kPartScale, s_sum, s_lse, s_inv_l,
