@@ -24,12 +24,10 @@ struct Rows {
 
 // What a row's new running max m_new makes of the old one: the factor alpha on O and l, and
 // the reference P subtracts (a row that has seen nothing yet keeps m = -inf; it subtracts 0 so
-// exp2 gives 0). A row that had seen nothing has O and l of zero, so its alpha is 1, which lets
-// the rescale of O be skipped (an exp2 of -inf, 0, made every CTA's first tile and, on rows
-// past the request's, every tile rescale O).
+// exp2 gives 0).
 __device__ __forceinline__ float rescale(Rows& rows, int h, float m_new, float* m_ref) {
   *m_ref = m_new == mma::kNegInf ? 0.f : m_new;
-  const float alpha = rows.m[h] == mma::kNegInf ? 1.f : mma::fast_exp2(rows.m[h] - *m_ref);
+  const float alpha = mma::fast_exp2(rows.m[h] - *m_ref);
   rows.m[h] = m_new;
   return alpha;
 }
