@@ -239,8 +239,8 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 //   copies land (the consumers read codes with ldmatrix, and racecheck did not follow
 //   cp.async.mbarrier.arrive to them): a tile later, with the next tile's copies in flight,
 //   or, when the next tile's stage is not yet free, before waiting for it (so that a landed
-//   tile is not announced only once an older one is freed). The consumers free
-//   a stage once both warpgroups have taken their V of it (fast_pipeline.cuh).
+//   tile is not announced only once an older one is freed). The consumers free a stage once
+//   both warpgroups have taken their V of it (fast_pipeline.cuh).
 // - kTma (pages of 64 rows or more; `kv_map` from kv_tensor_map.h): a whole tile within one
 //   page goes by TMA instead. 16-bit: producer thread 0 announces the tile's 73728 bytes on
 //   the full barrier and issues the 9 tensor copies of its 64-value blocks (each lands in the
