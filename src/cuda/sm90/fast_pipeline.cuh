@@ -48,8 +48,9 @@ __device__ __forceinline__ float (&ot_block(float (&o)[128], int mb))[32] {
 }
 
 // O^T *= alpha of tile t's rows (published with its P, Fast::kAlphaOffset): accumulator i of
-// each block is row 8 (i / 4) + 2 (lane % 4) + i % 2, so a thread scales 16 rows; skipped when
-// no row of the warp moved its max (a warp-uniform branch). O^T must not be in flight.
+// each block is row 8 (i / 4) + 2 (lane % 4) + i % 2, so a thread scales 16 rows and a warp's
+// threads together cover all 64; skipped when none of them moved its max (a warp-uniform
+// branch, so in practice taken or skipped by every warp alike). O^T must not be in flight.
 __device__ __forceinline__ void scale_ot(float (&o)[128], const float* s_alpha) {
   const int q = static_cast<int>(threadIdx.x) % 4;
   float alpha[16];
