@@ -37,18 +37,22 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   TV_RETURN_IF_ERROR(require_device_pointer(t.out, "out"));
   TV_RETURN_IF_ERROR(require_device_pointer(t.lse, "lse"));
   // The wgmma kernel copies whole tiles of pages of 64 rows or more by TMA tensor copies where
-  // plan.cpp chose so (state.tma). The map names this layer's cache, so it is encoded for every
-  // run: a host call with no device work, which a graph capture records as a kernel parameter
-  // like the cache's address.
-  CUtensorMap kv_map{};
-  TV_REQUIRE_CODE(StatusCode::kInternal,
-                  !plan.state.tma || cuda::sm90::encode_kv_tensor_map(
-                                         &kv_map, t.kv_cache, plan.num_pages, plan.page_size,
-                                         plan.kv_format == KvFormat::kE4M3),
-                  "kv_cache",
-                  "the driver refused a TMA tensor map of it ({} pages of {} rows at {}); "
-                  "PlanOptions::disable_tma copies every tile with cp.async",
-                  plan.num_pages, plan.page_size, t.kv_cache);
+  // plan.cpp chose so (state.tma). The maps name this layer's cache, so they are encoded for
+  // every run: a host call with no device work, which a graph capture records as a kernel
+  // parameter like the cache's address.
+  using cuda::mma::KvMode;
+  const KvMode mode = plan.kv_format != KvFormat::kE4M3 ? KvMode::k16
+                      : plan.state.fast_products        ? KvMode::kE4M3Fast
+                                                        : KvMode::kE4M3;
+  cuda::sm90::KvTensorMaps kv_maps{};
+  TV_REQUIRE_CODE(
+      StatusCode::kInternal,
+      !plan.state.tma || cuda::sm90::encode_kv_tensor_maps(&kv_maps, t.kv_cache, plan.num_pages,
+                                                           plan.page_size, mode),
+      "kv_cache",
+      "the driver refused a TMA tensor map of it ({} pages of {} rows at {}); "
+      "PlanOptions::disable_tma copies every tile with cp.async",
+      plan.num_pages, plan.page_size, t.kv_cache);
 
   const cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   const WorkspaceLayout w = workspace_layout(plan);
@@ -122,12 +126,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
     using Tile = cuda::sm90::WgmmaTile;
     const dim3 grid((max_rows + Tile::kRows - 1) / Tile::kRows, plan.state.num_chunks,
                     plan.batch_size);
-    using cuda::mma::KvMode;
-    const KvMode mode = plan.kv_format != KvFormat::kE4M3 ? KvMode::k16
-                        : plan.state.fast_products        ? KvMode::kE4M3Fast
-                                                          : KvMode::kE4M3;
     return cuda::sm90::launch_verify_wgmma(kp, grid, stream, plan.dtype, mode,
-                                           plan.state.tma ? &kv_map : nullptr);
+                                           plan.state.tma ? &kv_maps : nullptr);
   };
   const cudaError_t err =
       plan.state.wgmma

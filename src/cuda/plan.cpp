@@ -359,10 +359,11 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   //   129-255 rows were not measured;
   // - e4m3 (2026-12-02): faster at every row count measured (V2 0.5663-0.5674 -> 0.5476-0.5478,
   //   V3 1.544-1.550 -> 1.5005-1.5007, V4 4.27-4.28 -> 4.15-4.19, D2 0.1545 -> 0.1520).
-  // cuda/sm90/DESIGN_NOTES.md, versions 13 and 14.
-  // Fast mode's instance copies by cp.async only (its codes land K-major, not in TMA's boxes).
-  const bool tma_applies =
-      chosen_facts.wgmma && problem.page_size >= 64 && mode != KvMode::kE4M3Fast;
+  // - e4m3 fast mode (2026-12-04, two maps: kv_tensor_map.h): 256 rows or more 3.6-4.0% faster
+  //   (V2 0.2745-0.2769 -> 0.2638-0.2660, V3 0.7387-0.7434 -> 0.7103-0.7158, V4 1.972-1.986 ->
+  //   1.893-1.908), 128 rows 3% (D2 0.0817-0.0820 -> 0.0793-0.0796), S1 and S2 equal.
+  // cuda/sm90/DESIGN_NOTES.md, versions 13 and 14, and "Fast mode: whole tiles by TMA".
+  const bool tma_applies = chosen_facts.wgmma && problem.page_size >= 64;
   const bool tma_by_rule = e4m3 || max_rows > 2 * cuda::sm90::WgmmaTile::kRows;
   const bool tma_pays = tma_by_rule || options.force_tma;
   plan->state.tma =

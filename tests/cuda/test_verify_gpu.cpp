@@ -179,14 +179,16 @@ TEST(GpuVerify, WgmmaPagesHeadsAndChunks) {
 // tensor copies (plan.cpp: state.tma), and every other tile, or every tile with
 // PlanOptions::disable_tma, by cp.async. A 16-bit tile lands the same bytes in the same
 // swizzle either way; an e4m3 tile's codes land in one staging layout either way and are
-// widened by the same code. So the two runs agree bit for bit, and the TMA run matches the
-// oracle. Pages of 64 and 128 rows, partial last tiles, tiles straddling two pages (chunks of
-// 96 and 160 tokens: with pages of 128, every other tile of a chunk), a request of 127 keys (a
-// whole tile and a partial one), both dtypes.
+// widened by the same code; in fast mode the codes land where wgmma reads them either way. So
+// the two runs agree bit for bit, and the TMA run matches the oracle (fast mode: both of
+// fast_check.h's). Pages of 64 and 128 rows, partial last tiles, tiles straddling two pages
+// (chunks of 96 and 160 tokens; with pages of 128 and chunks of 160, a chunk starting 32
+// tokens into a page has a straddling tile by cp.async, then a whole one by TMA), a request of
+// 127 keys (a whole tile and a partial one), both dtypes.
 TEST(GpuVerify, WgmmaTmaCopiesMatchCpAsync) {
   TV_SKIP_WITHOUT_GPU();
-  const int pages[] = {64, 128, 128, 64};
-  const int chunks[] = {0, 96, 2048, 160};
+  const int pages[] = {64, 128, 128, 64, 128};
+  const int chunks[] = {0, 96, 2048, 160, 160};
   auto compare = [](const CaseSpec& s, const PlanOptions& o) {
     SCOPED_TRACE(fmt::format("{} seed {}", s.name, s.seed));
     const HostCase host = make_case(s);
@@ -207,9 +209,16 @@ TEST(GpuVerify, WgmmaTmaCopiesMatchCpAsync) {
     EXPECT_TRUE(tma.lse.size() == copies.lse.size() &&
                 std::memcmp(tma.lse.data(), copies.lse.data(), tma.lse.size() * sizeof(float)) == 0)
         << "lse differs between TMA and cp.async copies";
-    expect_close_to_oracle(host, s.name, tma);
+    if (o.precision == Precision::kFast)
+      expect_fast_matches(host, o);
+    else
+      expect_close_to_oracle(host, s.name, tma);
   };
-  for (int i = 0; i < 4; ++i) {
+  auto fast = [](PlanOptions o) {
+    o.precision = Precision::kFast;
+    return o;
+  };
+  for (int i = 0; i < 5; ++i) {
     PlanOptions o;
     o.force_rows_per_cta = 64;  // the wgmma kernel on sm_90a code, whatever the cost model says
     o.force_chunk_tokens = chunks[i];
@@ -218,6 +227,7 @@ TEST(GpuVerify, WgmmaTmaCopiesMatchCpAsync) {
              {5000, 700, 63}, pages[i], TreeShape::kRandom, i % 2 ? DType::kFP16 : DType::kBF16);
     compare(s, o);
     compare(with_e4m3_cache(s, s.name + " e4m3"), o);
+    compare(with_e4m3_cache(s, s.name + " e4m3 fast"), fast(o));
   }
   // 128 rows (two row blocks) of a 16-bit cache: cp.async, where TMA copies measured slower,
   // unless forced; of an e4m3 cache: TMA.
@@ -227,6 +237,7 @@ TEST(GpuVerify, WgmmaTmaCopiesMatchCpAsync) {
   const GpuResult plain = run_on_gpu(make_case(few), o);
   EXPECT_FALSE(plain.plan.state.tma) << plain.plan.kernel << ": " << plain.plan.reason;
   compare(with_e4m3_cache(few, "128 rows e4m3"), o);
+  compare(with_e4m3_cache(few, "128 rows e4m3 fast"), fast(o));
   o.force_tma = true;
   compare(few, o);
 }

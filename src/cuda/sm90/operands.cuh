@@ -13,6 +13,7 @@
 #include "cuda/common/bulk_copy.cuh"
 #include "cuda/mma/tile_ops.cuh"
 #include "cuda/sm90/fast_operands.cuh"
+#include "cuda/sm90/kv_tensor_map.h"
 #include "cuda/sm90/tile.h"
 #include "cuda/sm90/wgmma.cuh"
 
@@ -241,12 +242,15 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 //   or, when the next tile's stage is not yet free, before waiting for it (so that a landed
 //   tile is not announced only once an older one is freed). The consumers free a stage once
 //   both warpgroups have taken their V of it (fast_pipeline.cuh).
-// - kTma (pages of 64 rows or more; `kv_map` from kv_tensor_map.h): a whole tile within one
+// - kTma (pages of 64 rows or more; `kv_maps` from kv_tensor_map.h): a whole tile within one
 //   page goes by TMA instead. 16-bit: producer thread 0 announces the tile's 73728 bytes on
 //   the full barrier and issues the 9 tensor copies of its 64-value blocks (each lands in the
 //   block's 128-byte swizzle), and the other producer threads arrive without copying. e4m3:
 //   thread 0 issues 5 copies of 128 codes x 64 rows on the stage's "codes landed" barrier
-//   (the other producer threads arrive there without copying). A chunk's partial last tile,
+//   (the other producer threads arrive there without copying). Fast mode: the same on its
+//   stage's "codes landed" barrier, 4 copies of 128 codes in the 128-byte swizzle and one of
+//   codes 512-575 in the 64-byte swizzle (`tail`), where cp.async would put them; a tile
+//   before it that went by cp.async is announced first. A chunk's partial last tile,
 //   and tiles that straddle two pages (forced chunk lengths of an odd number of 32-token tiles),
 //   keep cp.async: their rows past the chunk must be zero, not whatever the page holds.
 // The page-table entries of tile t + 1 are read while tile t's copies go out. (One warp
@@ -256,12 +260,12 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 // shared-memory traffic is what limits it.)
 template <bool kE4M3, bool kFast, bool kTma>
 __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
-                                        uint32_t s_base, const CUtensorMap* kv_map) {
+                                        uint32_t s_base, const KernelMaps<kFast, kTma>& kv_maps) {
   constexpr int kProducers = Tile::kThreads - Tile::kConsumerThreads;
   constexpr int kRowStep = kProducers / 8;                // 16
   constexpr int kRowsEach = Tile::kTokens / kRowStep;     // 4
   constexpr int kRowBytes = kE4M3 ? kQKDim : kQKDim * 2;  // a KV row in the cache
-  static_assert(!kFast || (kE4M3 && !kTma), "fast mode: an e4m3 cache, copies by cp.async");
+  static_assert(!kFast || kE4M3, "fast mode: an e4m3 cache");
   const int pt = static_cast<int>(threadIdx.x) - Tile::kConsumerThreads;
   const int u = pt % 8, r0 = pt / 8;
   auto page_ids = [&](int tile, int32_t(&ids)[kRowsEach]) {
@@ -277,6 +281,9 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
   auto announce = [&](int t) {
     mbar_arrive(s_base + Fast::kLandedOffset + 8 * (t % Fast::kCodeStages));
   };
+  // Fast mode with TMA: whether tile - 1 went by cp.async, so is announced by this loop's turn for
+  // tile (without TMA every tile does).
+  bool by_copies = false;
   int32_t next[kRowsEach];
   page_ids(0, next);
   for (int tile = 0; tile < n_tiles; ++tile) {
@@ -293,7 +300,7 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
     const uint32_t empty_parity = (tile / kStages - 1) & 1;
     bool announced = false;  // fast mode: tile - 1
     if constexpr (kFast) {
-      if (tile >= kStages && !mbar_test(empty, empty_parity)) {
+      if (tile >= kStages && (!kTma || by_copies) && !mbar_test(empty, empty_parity)) {
         cp_async_wait<0>();
         announce(tile - 1);
         announced = true;
@@ -314,21 +321,42 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
           mbar_arrive_expect_tx(full, Tile::kStageBytes);
 #pragma unroll
           for (int kb = 0; kb < kQKDim / 64; ++kb)
-            tma_load_3d(stage + kb * Tile::kBlockBytes, kv_map, 64 * kb, row, ids[0], full);
+            tma_load_3d(stage + kb * Tile::kBlockBytes, &kv_maps, 64 * kb, row, ids[0], full);
         } else {
           mbar_arrive(full);
         }
         continue;
       }
     }
+    if constexpr (kTma && kFast) {
+      if (whole) {
+        const uint32_t landed = s_base + Fast::kLandedOffset + 8 * s;
+        if (pt == 0) {
+          mbar_arrive_expect_tx(landed, Fast::kCodeBytes);
+#pragma unroll
+          for (int j = 0; j < Fast::kTailCode / 128; ++j)
+            tma_load_3d(stage + j * Tile::kBlockBytes, &kv_maps.main, 128 * j, row, ids[0], landed);
+          tma_load_3d(stage + Fast::kTailOffset, &kv_maps.tail, Fast::kTailCode, row, ids[0],
+                      landed);
+        } else {
+          mbar_arrive(landed);
+        }
+        if (by_copies && !announced) {
+          cp_async_wait<0>();
+          announce(tile - 1);
+        }
+        by_copies = false;
+        continue;
+      }
+    }
     const uint32_t landed = s_base + Tile::kLandedOffset + 8 * s;  // not fast mode's (above)
-    if (kE4M3 && whole) {
+    if (kE4M3 && !kFast && whole) {
       constexpr int kBoxes = (kQKDim + 127) / 128;
       if (pt == 0) {
         mbar_arrive_expect_tx(landed, kBoxes * 128 * Tile::kTokens);  // the zeros included
 #pragma unroll
         for (int j = 0; j < kBoxes; ++j)
-          tma_load_3d(stage + 2 * j * Tile::kBlockBytes, kv_map, 128 * j, row, ids[0], landed);
+          tma_load_3d(stage + 2 * j * Tile::kBlockBytes, &kv_maps, 128 * j, row, ids[0], landed);
       } else {
         mbar_arrive(landed);
       }
@@ -374,10 +402,11 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
         // plain arrival (racecheck does not follow cp.async.mbarrier.arrive to this pipeline's
         // readers: sm90/DESIGN_NOTES.md); the last tile's after the loop.
         cp_async_commit();
-        if (tile > 0 && !announced) {
+        if (tile > 0 && (!kTma || by_copies) && !announced) {
           cp_async_wait<1>();
           announce(tile - 1);
         }
+        by_copies = true;
       } else if constexpr (kE4M3) {
         cp_async_mbar_arrive(landed);  // when this thread's codes land
       }
@@ -396,7 +425,7 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
     }
   }
   if constexpr (kFast) {
-    if (n_tiles > 0) {
+    if (n_tiles > 0 && (!kTma || by_copies)) {
       cp_async_wait<0>();
       announce(n_tiles - 1);
     }

@@ -1,6 +1,6 @@
-// The wgmma verify kernel's launches (launcher.h): its ten instances (bf16 or fp16 queries; a
-// 16-bit cache or an e4m3 one in exact mode, tiles copied by cp.async or by TMA; an e4m3 cache in
-// fast mode, by cp.async), chosen here once for every caller.
+// The wgmma verify kernel's launches (launcher.h): its twelve instances (bf16 or fp16 queries; a
+// 16-bit cache, or an e4m3 one in exact or fast mode; tiles copied by cp.async or by TMA), chosen
+// here once for every caller.
 #include <type_traits>
 
 #include "cuda/common/smem_limit.cuh"
@@ -10,16 +10,24 @@
 namespace treeverify::cuda::sm90 {
 namespace {
 
-// The instance as a compile-time value (raise_smem_limit keeps its state per kernel).
+// The instance as a compile-time value (raise_smem_limit keeps its state per kernel), with the
+// maps it takes (kv_tensor_map.h, KernelMaps).
 template <typename T, bool kE4M3, bool kFast, bool kTma>
-using Kernel = std::integral_constant<decltype(&verify_wgmma_kernel<T, kE4M3, kFast, kTma>),
-                                      &verify_wgmma_kernel<T, kE4M3, kFast, kTma>>;
+struct Kernel {
+  static constexpr auto value = &verify_wgmma_kernel<T, kE4M3, kFast, kTma>;
+  static KernelMaps<kFast, kTma> maps(const KvTensorMaps& m) {
+    if constexpr (kFast && kTma)
+      return m;
+    else
+      return m.main;
+  }
+};
 
-// f(Kernel) for the instance of `dtype`, `mode` and `tma` (fast mode has no TMA instance:
-// launch_verify_wgmma refuses the pair).
+// f(Kernel) for the instance of `dtype`, `mode` and `tma`.
 template <typename T, typename F>
 auto with_kernel_of(mma::KvMode mode, bool tma, F f) {
-  if (mode == mma::KvMode::kE4M3Fast) return f(Kernel<T, true, true, false>{});
+  if (mode == mma::KvMode::kE4M3Fast)
+    return tma ? f(Kernel<T, true, true, true>{}) : f(Kernel<T, true, true, false>{});
   if (mode == mma::KvMode::kE4M3)
     return tma ? f(Kernel<T, true, false, true>{}) : f(Kernel<T, true, false, false>{});
   return tma ? f(Kernel<T, false, false, true>{}) : f(Kernel<T, false, false, false>{});
@@ -39,13 +47,12 @@ cudaError_t raise_smem_limit(K) {
 
 cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid,
                                 cudaStream_t stream, DType dtype, mma::KvMode mode,
-                                const CUtensorMap* kv_map) {
-  const bool tma = kv_map != nullptr;
-  if (tma && mode == mma::KvMode::kE4M3Fast) return cudaErrorInvalidValue;
-  const CUtensorMap map = tma ? *kv_map : CUtensorMap{};
+                                const KvTensorMaps* kv_maps) {
+  const bool tma = kv_maps != nullptr;
+  const KvTensorMaps maps = tma ? *kv_maps : KvTensorMaps{};
   return with_kernel(dtype, mode, tma, [&](auto kernel) {
     if (cudaError_t err = raise_smem_limit(kernel); err != cudaSuccess) return err;
-    kernel.value<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params, map);
+    kernel.value<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params, kernel.maps(maps));
     return cudaGetLastError();
   });
 }

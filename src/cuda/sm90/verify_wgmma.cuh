@@ -43,6 +43,7 @@
 #include "cuda/mma/tile_ops.cuh"
 #include "cuda/sm90/epilogue.cuh"
 #include "cuda/sm90/fast_pipeline.cuh"
+#include "cuda/sm90/kv_tensor_map.h"
 #include "cuda/sm90/operands.cuh"
 #include "cuda/sm90/softmax.cuh"
 #include "cuda/sm90/tile.h"
@@ -257,9 +258,10 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
 
 // T: the query's and output's type; kE4M3: an e4m3 cache, in exact mode (fp16 products) or, with
 // kFast, in fast mode (e4m3 products); kTma: whole tiles inside one page copied by TMA through
-// kv_map (operands.cuh, produce; not in fast mode).
+// kv_maps (operands.cuh, produce).
 template <typename T, bool kE4M3, bool kFast, bool kTma>
-__device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CUtensorMap& kv_map) {
+__device__ __forceinline__ void verify_cta(const VerifyKernelParams& p,
+                                           const KernelMaps<kFast, kTma>& kv_maps) {
   static_assert(!kFast || kE4M3);
   constexpr bool kWiden = kE4M3 && !kFast;  // exact mode: codes widened to fp16 in the stages
   using M = std::conditional_t<kE4M3, __half, T>;
@@ -303,7 +305,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
   __syncthreads();  // the mbarriers; the last barrier the producer warpgroup joins
   if (warp >= Tile::kProducerWarp) {
     setmaxnreg_dec<Tile::kProducerRegisters>();
-    produce<kE4M3, kFast, kTma>(p, w, n_tiles, s_base, &kv_map);
+    produce<kE4M3, kFast, kTma>(p, w, n_tiles, s_base, kv_maps);
     return;
   }
   setmaxnreg_inc<Tile::kConsumerRegisters>();
@@ -377,12 +379,12 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p, const CU
 template <typename T, bool kE4M3, bool kFast, bool kTma>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     verify_wgmma_kernel(const __grid_constant__ VerifyKernelParams p,
-                        const __grid_constant__ CUtensorMap kv_map) {
+                        const __grid_constant__ KernelMaps<kFast, kTma> kv_maps) {
 #if TV_HAS_WGMMA
   // Lets the combine kernel, launched as a programmatic dependent, be scheduled as SMs free up;
   // it waits for this whole grid (griddepcontrol.wait) before reading any partial.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  verify_cta<T, kE4M3, kFast, kTma>(p, kv_map);
+  verify_cta<T, kE4M3, kFast, kTma>(p, kv_maps);
 #elif TV_DEVICE_PASS
   // A constant message: printf with arguments would need a stack frame.
   printf(
