@@ -355,8 +355,8 @@ Status cuda_plan(const VerifyProblem& problem, const ProblemSummary& summary,
   // cp.async. H200, L = 185000, page 64, TMA against cp.async in one binary:
   // - 16-bit (2026-12-01): 256 rows or more 4-10% faster (V2 0.3743 -> 0.3556 ms, V3 1.017 ->
   //   0.965, V4 2.91 -> 2.62-2.68, H 128 T 2 0.1979 -> 0.1906), 128 rows 4-7% slower (D2
-  //   0.1149 -> 0.1192, H 8 T 16 0.1144 -> 0.1197, four 64-row requests 0.2368 -> 0.2523);
-  //   129-255 rows were not measured;
+  //   0.1149 -> 0.1192, H 8 T 16 0.1144 -> 0.1197, four 64-row requests 0.2368 -> 0.2523;
+  //   again 2026-12-04: D2 0.1067-0.1068 -> 0.1150-0.1162); 129-255 rows were not measured;
   // - e4m3 (2026-12-02): faster at every row count measured (V2 0.5663-0.5674 -> 0.5476-0.5478,
   //   V3 1.544-1.550 -> 1.5005-1.5007, V4 4.27-4.28 -> 4.15-4.19, D2 0.1545 -> 0.1520).
   // - e4m3 fast mode (2026-12-04, two maps: kv_tensor_map.h): 256 rows or more 3.6-4.0% faster
