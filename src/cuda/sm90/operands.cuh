@@ -250,9 +250,9 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 //   (the other producer threads arrive there without copying). Fast mode: the same on its
 //   stage's "codes landed" barrier, 4 copies of 128 codes in the 128-byte swizzle and one of
 //   codes 512-575 in the 64-byte swizzle (`tail`), where cp.async would put them; a tile
-//   before it that went by cp.async is announced first. A chunk's partial last tile,
-//   and tiles that straddle two pages (forced chunk lengths of an odd number of 32-token tiles),
-//   keep cp.async: their rows past the chunk must be zero, not whatever the page holds.
+//   before it that went by cp.async is announced once they are issued. A chunk's partial last
+//   tile, and tiles that straddle two pages (forced chunk lengths of an odd number of 32-token
+//   tiles), keep cp.async: their rows past the chunk must be zero, not whatever the page holds.
 // The page-table entries of tile t + 1 are read while tile t's copies go out. (One warp
 // issuing every copy took about 4 us a tile on the H200; the warpgroup shares them. Splitting
 // it into two halves that take alternate e4m3 tiles, so that one widens while the other's
