@@ -10,7 +10,8 @@
 # (config.h: the sm_86/89/120 variants fit 101376 bytes a block).
 # cuobjdump: the CUDA toolkit's, or pip's nvidia-cuda-cuobjdump.
 # Arch 90a: the sm_90a wgmma kernel's fast instances (src/cuda/sm90/verify_wgmma.cu, bf16 and
-# fp16 queries): e4m3 wgmma (QGMMA) only, the score products (both operands in shared memory) a
+# fp16 queries, copies by cp.async and by TMA; found by name prefix, since their parameter's
+# type is part of the mangled name): e4m3 wgmma (QGMMA) only, the score products (both operands in shared memory) a
 # whole number of tiles' worth (a positive multiple of kQKDim / 32 = 18 QGMMA.64x64x32: ptxas
 # 13.0 once dropped a group of them whose results it took for dead, putting a dummy 16-bit
 # HGMMA in their place, which gave wrong scores; sm90/DESIGN_NOTES.md), P V's (A, V, from
@@ -37,29 +38,33 @@ check_wgmma_fast() {
   "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -Iinclude -Isrc -I"$build/src/generated" \
     --generate-code=arch=compute_90a,code=sm_90a --resource-usage -c src/cuda/sm90/verify_wgmma.cu \
     -o "$tmp/w.o" >"$tmp/wptxas.txt" 2>&1
-  local dtype fn label res regs spills stack q64 qrs hgmma local_mem
+  local dtype tma fn label res regs spills stack q64 qrs hgmma local_mem
   for dtype in 13__nv_bfloat16 6__half; do
-    fn="_ZN10treeverify4cuda4sm9019verify_wgmma_kernelI${dtype}Lb1ELb1ELb0EEEvNS0_3mma18VerifyKernelParamsE14CUtensorMap_st"
-    res=$(grep -A3 "Function properties for $fn" "$tmp/wptxas.txt" | tr '\n' ' ')
-    regs=$(grep -oE "Used [0-9]+ registers" <<<"$res" | grep -oE "[0-9]+" | head -1)
-    spills=$(grep -oE "[0-9]+ bytes spill stores" <<<"$res" | grep -oE "^[0-9]+" | head -1)
-    stack=$(grep -oE "[0-9]+ bytes stack frame" <<<"$res" | grep -oE "^[0-9]+" | head -1)
-    "$cuobjdump" -sass -fun "$fn" "$tmp/w.o" >"$tmp/w.sass" 2>/dev/null
-    q64=$(count 'QGMMA\.64x64x32[^,]*, gdesc' "$tmp/w.sass")
-    qrs=$(count 'QGMMA\.64x64x32[^,]*, R[0-9]+, gdesc' "$tmp/w.sass")
-    hgmma=$(count 'HGMMA' "$tmp/w.sass") local_mem=$(count '\b(LDL|STL)\b' "$tmp/w.sass")
-    label=wgmma_fast_bf16
-    [ "$dtype" = 6__half ] && label=wgmma_fast_fp16
-    printf '%-6s %-26s %5s %6s %6s %9s %10s %5s %5s\n' sm_90a "$label" \
-      "${regs:-?}" "${spills:-?}" "${stack:-?}" "$q64" "$qrs" "$hgmma" "$local_mem"
-    if [ "${regs:-x}" = x ] || [ "$q64" -eq 0 ] || [ $((q64 % 18)) -ne 0 ] || [ "$qrs" -eq 0 ] ||
-      [ $((qrs % 8)) -ne 0 ] ||
-      [ "$hgmma" -ne 0 ] || [ "${spills:-1}" -ne 0 ] || [ "${stack:-1}" -ne 0 ] ||
-      [ "$local_mem" -ne 0 ]; then
-      echo "fast_mode_sass: the sm_90a wgmma fast instance ($dtype) lost score products, has" \
-        "16-bit wgmma or uses local memory" >&2
-      fail=1
-    fi
+    for tma in 0 1; do  # copies by cp.async, or whole tiles by TMA (its parameter: both maps)
+      fn=$(grep -oE "Function properties for _ZN10treeverify4cuda4sm9019verify_wgmma_kernelI${dtype}Lb1ELb1ELb${tma}E[A-Za-z0-9_]*" \
+        "$tmp/wptxas.txt" | head -1 | awk '{print $4}')
+      res=$(grep -A3 "Function properties for $fn" "$tmp/wptxas.txt" | tr '\n' ' ')
+      regs=$(grep -oE "Used [0-9]+ registers" <<<"$res" | grep -oE "[0-9]+" | head -1)
+      spills=$(grep -oE "[0-9]+ bytes spill stores" <<<"$res" | grep -oE "^[0-9]+" | head -1)
+      stack=$(grep -oE "[0-9]+ bytes stack frame" <<<"$res" | grep -oE "^[0-9]+" | head -1)
+      "$cuobjdump" -sass -fun "$fn" "$tmp/w.o" >"$tmp/w.sass" 2>/dev/null
+      q64=$(count 'QGMMA\.64x64x32[^,]*, gdesc' "$tmp/w.sass")
+      qrs=$(count 'QGMMA\.64x64x32[^,]*, R[0-9]+, gdesc' "$tmp/w.sass")
+      hgmma=$(count 'HGMMA' "$tmp/w.sass") local_mem=$(count '\b(LDL|STL)\b' "$tmp/w.sass")
+      label=wgmma_fast_bf16
+      [ "$dtype" = 6__half ] && label=wgmma_fast_fp16
+      [ "$tma" = 1 ] && label+=_tma
+      printf '%-6s %-26s %5s %6s %6s %9s %10s %5s %5s\n' sm_90a "$label" \
+        "${regs:-?}" "${spills:-?}" "${stack:-?}" "$q64" "$qrs" "$hgmma" "$local_mem"
+      if [ -z "$fn" ] || [ "${regs:-x}" = x ] || [ "$q64" -eq 0 ] || [ $((q64 % 18)) -ne 0 ] || [ "$qrs" -eq 0 ] ||
+        [ $((qrs % 8)) -ne 0 ] ||
+        [ "$hgmma" -ne 0 ] || [ "${spills:-1}" -ne 0 ] || [ "${stack:-1}" -ne 0 ] ||
+        [ "$local_mem" -ne 0 ]; then
+        echo "fast_mode_sass: the sm_90a wgmma fast instance ($dtype, TMA $tma) lost score" \
+          "products, has 16-bit wgmma or uses local memory" >&2
+        fail=1
+      fi
+    done
   done
 }
 for arch in "${archs[@]}"; do
