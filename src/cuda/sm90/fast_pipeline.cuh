@@ -107,47 +107,44 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
   auto p_mine = [&] { return base() + Tile::kPReadyOffset + 8 * g; };
   auto p_theirs = [&] { return base() + Tile::kPReadyOffset + 8 * (1 - g); };
 
-  // Step 1: S = Q K^T of a tile (its codes at k_base) into sv, in chains of kFastChain k32 steps
-  // summed in fp32. chain(c0, ...) issues steps c0 .. c0 + kFastChain - 1 into acc (its first
-  // step zeroes acc); scores_rest runs the chains after the first, whose sv the last pass left
-  // (pv_own_then_chain0).
-  auto chain = [&](uint32_t k_base, int c0, float(&acc)[32]) {
-    constexpr int kTailStep = Fast::kTailCode / 32;  // 16: steps 16 and 17 read the tail block
-    const uint32_t q_base = s_base + Fast::kQCodesOffset;
-    uint64_t qd = c0 < kTailStep ? plus(codes_desc(q_base), (c0 / 4) * Tile::kBlockBytes)
-                                 : tail_desc(q_base);
-    uint64_t kd = c0 < kTailStep ? plus(codes_desc(k_base), (c0 / 4) * Tile::kBlockBytes)
-                                 : tail_desc(k_base);
-    constexpr int kSteps = kQKDim / 32;
-#pragma unroll
-    for (int ks = c0; ks < c0 + kFastChain && ks < kSteps; ++ks) {
-      wgmma_m64n64k32_e4m3(acc, qd, kd, ks > c0);
-      const uint32_t next = ks % 4 == 3 ? Tile::kBlockBytes - 96 : 32;
-      qd = plus(qd, next);
-      kd = plus(kd, next);
-      asm volatile("" : "+l"(qd), "+l"(kd));
-    }
-  };
-  static_assert(Fast::kTailCode % (32 * kFastChain) == 0, "a chain reads one kind of block");
-  auto scores_rest = [&](int t, float(&sv)[32]) {
+  // Step 1: S = Q K^T of tile t into sv, in chains of kFastChain k32 steps summed in fp32.
+  auto scores = [&](int t, float(&sv)[32]) {
+    wait_codes(t);
+    uint64_t qd = codes_desc(s_base + Fast::kQCodesOffset), kd = codes_desc(codes(t));
     float sc[32];
     constexpr int kSteps = kQKDim / 32;
 #pragma unroll
-    for (int c0 = kFastChain; c0 < kSteps; c0 += kFastChain) {
+    for (int c0 = 0; c0 < kSteps; c0 += kFastChain) {
       fence_accumulators(sv);
       fence_accumulators(sc);
       wgmma_fence();
-      chain(codes(t), c0, sc);
+#pragma unroll
+      for (int ks = c0; ks < c0 + kFastChain && ks < kSteps; ++ks) {
+        if (ks == Fast::kTailCode / 32) {
+          qd = tail_desc(s_base + Fast::kQCodesOffset);
+          kd = tail_desc(codes(t));
+        }
+        if (c0 == 0)
+          wgmma_m64n64k32_e4m3(sv, qd, kd, ks > c0);
+        else
+          wgmma_m64n64k32_e4m3(sc, qd, kd, ks > c0);
+        const uint32_t next = ks % 4 == 3 ? Tile::kBlockBytes - 96 : 32;
+        qd = plus(qd, next);
+        kd = plus(kd, next);
+        asm volatile("" : "+l"(qd), "+l"(kd));
+      }
       wgmma_commit();
       wgmma_wait<0>();
       fence_accumulators(sv);
       fence_accumulators(sc);
+      if (c0 > 0) {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) sv[i] += sc[i];
+        for (int i = 0; i < 32; ++i) sv[i] += sc[i];
+      }
     }
   };
-  // O^T += V^T P^T of tile t (V in av, P's codes in t's buffer), issued and committed.
-  auto issue_pv = [&](int t, const uint32_t(&av)[32]) {
+  // O^T += V^T P^T of tile t (V in av, P's codes in t's buffer), waited for.
+  auto pv = [&](int t, const uint32_t(&av)[32]) {
     const uint64_t pd = p8_desc(s_base + p_buf(t));
     wgmma_fence();
 #pragma unroll
@@ -160,10 +157,6 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
       }
     }
     wgmma_commit();
-  };
-  // The same, waited for.
-  auto pv = [&](int t, const uint32_t(&av)[32]) {
-    issue_pv(t, av);
     wgmma_wait<0>();
     fence_accumulators(o);
   };
@@ -204,35 +197,13 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
     fence_proxy_async();
     mbar_arrive(p_mine());  // releases this thread's stores
   };
-  // The first chain of tile t's scores into sv, waited for (before the loop).
-  auto chain0 = [&](int t, float(&sv)[32]) {
-    wait_codes(t);
-    fence_accumulators(sv);
-    wgmma_fence();
-    chain(codes(t), 0, sv);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(sv);
-  };
-  // Step 4 for this warpgroup's tile t, once all of its threads have stored their P and alphas,
-  // with the first chain of its next tile's scores (t + 2) issued behind the P V, so that the
-  // tensor cores go from one to the other without a wait between. Past the last tile that
-  // chain reads Q's codes as K (always valid, the result unused): a select, not a branch,
-  // since a wgmma in flight across a join would serialize them all (C7514).
-  auto pv_own_then_chain0 = [&](int t, uint32_t(&av)[32], float(&sv)[32]) {
+  // Step 4 for this warpgroup's tile t, once all of its threads have stored their P and alphas.
+  auto pv_own = [&](int t, uint32_t(&av)[32]) {
     mbar_wait(p_mine(), (t / 2) & 1);
     scale_ot(o, alphas(t));
     load_v_fragments(codes(t), g, av);
     free_codes(t);
-    const bool more = t + 2 < n_tiles;
-    if (more) wait_codes(t + 2);
-    issue_pv(t, av);
-    fence_accumulators(sv);
-    chain(more ? codes(t + 2) : s_base + Fast::kQCodesOffset, 0, sv);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(o);
-    fence_accumulators(sv);
+    pv(t, av);
   };
 
   // Both warpgroups start in the loop: warpgroup 0's first pass takes tile -1, which adds
@@ -240,12 +211,11 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
   float sv[32];
   uint32_t av[32];
   int own = g;
-  if (own < n_tiles) chain0(own, sv);
   for (; own < n_tiles; own += 2) {
-    scores_rest(own, sv);
+    scores(own, sv);
     pv_theirs(own - 1, av);
     softmax_own(own, sv);
-    pv_own_then_chain0(own, av, sv);
+    pv_own(own, av);
   }
   // The chunk's last tile is the other warpgroup's (a CTA without tiles: warpgroup 0 would
   // take tile -1 here, so it is left out).
