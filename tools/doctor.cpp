@@ -214,8 +214,8 @@ int run_doctor(const DoctorFlags& flags) {
         "    (rR-sS: R query rows a CTA, an S-stage copy pipeline; -t16: 16-token KV tiles; "
         "-bulk:\n     one bulk copy a KV row; r64 with 32-token tiles: two halves, one's softmax "
         "beside\n     the other's products; wgmma-rR-tT: the sm_90a wgmma kernel, R rows a CTA, "
-        "T-token\n     KV tiles, for 16-bit caches and e4m3 ones in exact mode; a forced "
-        "--config-arch runs\n     the portable one; +tma in a plan's kernel: whole tiles by TMA "
+        "T-token\n     KV tiles, for 16-bit caches and e4m3 ones (exact and fast mode); a forced "
+        "--config-arch\n     runs the portable one; +tma in a plan's kernel: whole tiles by TMA "
         "tensor copies, on\n     pages of 64 rows or more, for e4m3 caches and 16-bit requests "
         "of more than 128 rows)\n");
   } else {
