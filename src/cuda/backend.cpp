@@ -39,7 +39,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   // The wgmma kernel copies whole tiles of pages of 64 rows or more by TMA tensor copies where
   // plan.cpp chose so (state.tma). The maps name this layer's cache, so they are encoded for
   // every run: a host call with no device work, which a graph capture records as a kernel
-  // parameter like the cache's address.
+  // parameter like the cache's address. `mode`: how every kernel of the call reads the cache.
   using cuda::mma::KvMode;
   const KvMode mode = plan.kv_format != KvFormat::kE4M3 ? KvMode::k16
                       : plan.state.fast_products        ? KvMode::kE4M3Fast
@@ -135,17 +135,15 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
           : cuda::mma::with_variant(static_cast<VariantId>(plan.state.variant), [&]<typename V>(V) {
               const dim3 grid((max_rows + V::kRows - 1) / V::kRows, plan.state.num_chunks,
                               plan.batch_size);
-              using cuda::mma::KvMode;
               auto launch = [&]<KvMode kMode>() {
                 return plan.dtype == DType::kBF16
                            ? cuda::mma::launch_verify<__nv_bfloat16, V, kMode>(kp, grid, stream)
                            : cuda::mma::launch_verify<__half, V, kMode>(kp, grid, stream);
               };
-              if (plan.kv_format != KvFormat::kE4M3)
-                return launch.template operator()<KvMode::k16>();
-              // Set only where cuda_plan chose the fast kernel (the public Plan::precision says
+              if (mode == KvMode::k16) return launch.template operator()<KvMode::k16>();
+              // Fast only where cuda_plan chose the fast kernel (the public Plan::precision says
               // so).
-              if (plan.state.fast_products) {
+              if (mode == KvMode::kE4M3Fast) {
                 if constexpr (cuda::mma::fast_mode_variant(cuda::mma::variant_id<V>()))
                   return launch.template operator()<KvMode::kE4M3Fast>();
                 else
