@@ -32,6 +32,21 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 #endif
 }
 
+// One arrival on the mbarrier's current phase where `pred` holds, without a branch: for code
+// that must not join control flow (a wgmma in flight, sm90/verify_wgmma.cuh).
+__device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
+#if TV_HAS_BULK_COPY
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.u32 p, %1, 0;\n"
+      "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n"
+      "}\n" ::"r"(bar),
+      "r"(static_cast<uint32_t>(pred))
+      : "memory");
+#endif
+}
+
 // One arrival, made when every cp.async this thread issued before it has landed (the
 // mbarrier's count includes it: .noinc).
 __device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {

@@ -87,11 +87,12 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   const uint64_t q_desc = smem_desc<Swizzle::k128B>(s_base + Tile::kQOffset, 16, 1024);
   const uint64_t p_desc = smem_desc(s_base + Tile::kPOffset, 128, Tile::kPGroupBytes);
   auto plus = [](uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); };
-  // This warp is done with tile t (its last product on it has completed).
+  // This warp is done with tile t (its last product on it has completed). No branch: a wgmma
+  // may be in flight (scores, below).
   auto release = [&](int t) {  // nothing for tile -1
     __syncwarp();
-    if (lane == 0 && (!kFirstInLoop || t >= 0))
-      mbar_arrive(s_base + Tile::kEmptyOffset + 8 * (t % Tile::kStages));
+    mbar_arrive_if(s_base + Tile::kEmptyOffset + 8 * (t % Tile::kStages),
+                   lane == 0 && (!kFirstInLoop || t >= 0));
   };
   // The mbarriers that say a warpgroup's P and max are ready: this one's, the other's.
   const uint32_t p_mine = s_base + Tile::kPReadyOffset + 8 * g;
@@ -115,13 +116,17 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   auto v_desc = [&](int t) {
     return smem_desc<Swizzle::k128B>(stage(t) + 4 * g * Tile::kBlockBytes, Tile::kBlockBytes, 1024);
   };
-  // S = Q K^T over tile t into sv; waits for every wgmma in flight (O's P V may run beside). The
+  // S = Q K^T over tile t into sv; waits for every wgmma in flight. O's P V of tile `prev` may
+  // run beside (prev >= 0, or kFirstInLoop's tile -1): it is waited for first, once the first
+  // chain has been issued, and tile prev released then, so that the producer can refill its
+  // stage while the scores run (the tile after next lands there). The
   // tensor cores' fp32 accumulation does not round to nearest, so no chain of k steps may be deep:
   // one 36-step chain put 4x the portable kernel's error on lse (H200: 1.1e-5 against 2.5e-6, whose
   // mma.sync chains are 9 steps, 144 deep) and two of 18 up to 9.1e-6 (fp16). Two accumulators
   // (a third, beside O, spills): steps 0-23 alternate between them and are summed, then steps
   // 24-35 run into the second again: chains of 12, summed in fp32, at the cost of one wait.
-  auto scores = [&](int t, float(&sv)[32]) {
+  constexpr int kNoPrev = -2;  // scores with no P V in flight (warpgroup 0's peeled tile 0)
+  auto scores = [&](int t, float(&sv)[32], int prev) {
     constexpr int kSteps = kQKDim / 16, kSplit = 24;
     if constexpr (kE4M3) widen_own_half(t);
     wait_tile(t);
@@ -143,6 +148,10 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
 #pragma unroll
     for (int ks = 0; ks < kSplit; ++ks) qk(ks % 2 ? sc : sv, ks, ks >= 2);
     wgmma_commit();
+    if (prev != kNoPrev) {  // known where scores is inlined
+      wgmma_wait<1>();      // the P V of prev done (committed before this chain): P's buffer
+      release(prev);        // is free too, which the next "P ready" tells the other warpgroup
+    }
     wgmma_wait<0>();
     fence_accumulators(sv);
     fence_accumulators(sc);
@@ -226,7 +235,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   if constexpr (!kFirstInLoop) {
     if (g == 0) {  // tile 0 comes first
       if (n_tiles > 0) {
-        scores(0, sv);
+        scores(0, sv, kNoPrev);
         softmax_tile(p, w, sv, first(0), rows, alpha);
         pack_p<M>(sv, pa);
         pv_mine(pa, alpha, 0);
@@ -240,9 +249,8 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // whose stage own - 2 has just left, on the critical path: H200 V4 3.46 ms against 2.8.)
   for (; own < n_tiles; own += 2) {
     pv_theirs(own - 1);
-    scores(own, sv);  // its waits cover the P V of own - 1
+    scores(own, sv, own - 1);  // waits for the P V of own - 1 and releases that tile
     fence_accumulators(o);
-    release(own - 1);  // the P V of own - 1 done: also frees P's buffer
     softmax_tile(p, w, sv, first(own), rows, alpha);
     pack_p<M>(sv, pa);
     pv_mine(pa, alpha, own);
