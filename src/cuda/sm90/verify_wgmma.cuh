@@ -119,12 +119,13 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // S = Q K^T over tile t into sv; waits for every wgmma in flight. O's P V of tile `prev` may
   // run beside (prev >= 0, or kFirstInLoop's tile -1): it is waited for first, once the first
   // chain has been issued, and tile prev released then, so that the producer can refill its
-  // stage while the scores run (the tile after next lands there). The
-  // tensor cores' fp32 accumulation does not round to nearest, so no chain of k steps may be deep:
-  // one 36-step chain put 4x the portable kernel's error on lse (H200: 1.1e-5 against 2.5e-6, whose
-  // mma.sync chains are 9 steps, 144 deep) and two of 18 up to 9.1e-6 (fp16). Two accumulators
-  // (a third, beside O, spills): steps 0-23 alternate between them and are summed, then steps
-  // 24-35 run into the second again: chains of 12, summed in fp32, at the cost of one wait.
+  // stage while the scores run (the tile after next lands there: DESIGN_NOTES.md, version 22).
+  // The tensor cores' fp32 accumulation does not round to nearest, so no chain of k steps may be
+  // deep: one 36-step chain put 4x the portable kernel's error on lse (H200: 1.1e-5 against
+  // 2.5e-6, whose mma.sync chains are 9 steps, 144 deep) and two of 18 up to 9.1e-6 (fp16). Two
+  // accumulators (a third, beside O, spills): steps 0-23 alternate between them and are summed,
+  // then steps 24-35 run into the second again: chains of 12, summed in fp32, at the cost of one
+  // wait.
   constexpr int kNoPrev = -2;  // scores with no P V in flight (warpgroup 0's peeled tile 0)
   auto scores = [&](int t, float(&sv)[32], int prev) {
     constexpr int kSteps = kQKDim / 16, kSplit = 24;
