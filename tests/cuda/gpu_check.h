@@ -170,6 +170,38 @@ inline void add_outlier_channels(HostCase& host) {
     }
 }
 
+// Gives every row the same scores, in steps along its request's keys (log2 units): 0 for the
+// first half, one key of 9 in the middle, 4 to three quarters, 12 to the end. So the running max
+// moves by more than mma::kMaxLag (8, the kernels' lag) at the middle key, where the first
+// half's mass (2^-9 a key after the move) still outweighs it, and lags after it (the last
+// quarter at 2^3 a key): an O or l left unscaled at the move, or scaled for the wrong max, puts
+// the first half's keys 2^9 too heavy against the last quarter's. Written through rope channel
+// 575 (V has none of it), q's the only nonzero one: 300 in every row, the key's the level over
+// 300 x softmax_scale x log2(e) (inside e4m3's range for with_e4m3_cache's kv_scale).
+// `offset(host, b, tok)` gives key tok of request b in kv or kv8.
+template <typename Offset>
+inline void set_score_steps(HostCase& host, Offset offset) {
+  constexpr int kChannel = kQKDim - 1;
+  constexpr float kQ = 300.f;
+  const DType dt = host.spec.dtype;
+  for (size_t r = 0; r < host.q.size() / kQKDim; ++r)
+    for (int c = 0; c < kQKDim; ++c)
+      host.q[r * kQKDim + c] = float_to_half(dt, c == kChannel ? kQ : 0.f);
+  const double per_log2 = 1.0 / (kQ * host.spec.softmax_scale * 1.4426950408889634);
+  for (size_t b = 0; b < host.kv_len.size(); ++b) {
+    const int64_t len = host.kv_len[b];
+    for (int64_t tok = 0; tok < len; ++tok) {
+      const double level = 2 * tok < len ? 0 : 2 * tok == len ? 9 : 4 * tok < 3 * len ? 4 : 12;
+      const float k = static_cast<float>(level * per_log2);
+      const size_t at = offset(host, static_cast<int>(b), tok) + kChannel;
+      if (host.kv8.empty())
+        host.kv[at] = float_to_half(dt, k);
+      else
+        host.kv8[at] = float_to_e4m3(k / host.kv_scale);
+    }
+  }
+}
+
 // The lse bound on data with outlier channels (add_outlier_channels): their scores reach
 // about 160 nats, where fp32 accumulation of 576 products leaves about 1e-4 absolute (H200,
 // 2026-12-01: bf16 3.5e-4, e4m3 exact 5.8e-5, against the same 16-bit bound on out).

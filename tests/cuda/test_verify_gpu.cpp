@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "../cpu/cpu_test_util.h"
 #include "cuda/common/combine_shape.h"
 #include "cuda/sm90/kv_tensor_map.h"
 #include "fast_check.h"
@@ -263,6 +264,38 @@ TEST(GpuVerify, Fp16) {
 TEST(GpuVerify, OutlierChannels) {
   TV_SKIP_WITHOUT_GPU();
   check_plain_and_outliers(spec("", 16, {16}, {20000}, 64));
+  TV_SKIP_IF_TABLES_MISSING();
+}
+
+// Scores in steps along the keys, over and under the kernels' lag on the running max
+// (set_score_steps), under each tile table, both dtypes and an e4m3 cache in exact mode (the
+// device's table), split as the schedule chooses and in one chunk a request: a 256-row tree at
+// page 64 (the wgmma kernel by TMA on sm_90a code), decode at page 1 (cp.async; the decode
+// variants).
+TEST(GpuVerify, ScoreSteps) {
+  TV_SKIP_WITHOUT_GPU();
+  const CaseSpec specs[] = {spec("tree", 16, {16}, {20000}, 64),
+                            spec("decode", 8, {1}, {30000}, 1, TreeShape::kRandom, DType::kFP16)};
+  for (const CaseSpec& base : specs) {
+    for (bool e4m3 : {false, true}) {
+      for (int arch : tile_configs().archs) {
+        if (e4m3 && arch != tile_configs().archs.front()) continue;  // the device's own table
+        for (int chunk : {0, 1 << 20}) {
+          CaseSpec s = e4m3 ? with_e4m3_cache(base, base.name + " e4m3") : base;
+          s.seed = fresh_seed();
+          HostCase host = make_case(s);
+          set_score_steps(host, tvtest::token_offset);
+          PlanOptions o;
+          o.force_config_arch = arch;
+          o.force_chunk_tokens = chunk;
+          const std::string what =
+              fmt::format("steps {} config {} chunk {} seed {}", s.name, arch, chunk, s.seed);
+          SCOPED_TRACE(what);
+          expect_close_to_oracle(host, what, run_on_gpu(host, o));
+        }
+      }
+    }
+  }
   TV_SKIP_IF_TABLES_MISSING();
 }
 

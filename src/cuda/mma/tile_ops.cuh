@@ -332,6 +332,20 @@ __device__ __forceinline__ float ld_shared_volatile(const float* p) {
   return v;
 }
 
+// The running max a row moves to after a tile whose largest score is tile_max (log2 units).
+// With kLagging (16-bit P) it moves only when the tile passes it by more than kMaxLag, so P =
+// 2^(s - m) stays at most 2^kMaxLag and O and l are rescaled in few tiles (a warp skips the
+// 128 multiplies of its O rows when none of them moved); out = O / l and lse = m + log2 l do
+// not depend on which m O and l are relative to. 2^8 keeps 16-bit P and fp32 O and l far from
+// overflow (FlashAttention-4's threshold). Fast mode's P codes (p x 448) need p <= 1: exact max.
+// A row that has seen nothing keeps -inf (-inf - -inf is NaN, so no move).
+inline constexpr float kMaxLag = 8.f;
+template <bool kLagging>
+__device__ __forceinline__ float next_running_max(float m, float tile_max) {
+  if constexpr (kLagging) return tile_max - m > kMaxLag ? tile_max : m;
+  return fmaxf(m, tile_max);
+}
+
 // Running softmax state of one row, held identically by the kLanesPerRow lanes of the row.
 struct RowState {
   float m = kNegInf;  // running max, log2 units
@@ -398,7 +412,7 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
 #pragma unroll
   for (int off = 1; off < V::kLanesPerRow; off *= 2)
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off));
-  const float m_new = fmaxf(st.m, tile_max);
+  const float m_new = next_running_max<!kFast>(st.m, tile_max);
   // A row that has seen nothing yet keeps m = -inf; subtract 0 then so exp2 gives 0, not NaN.
   const float m_ref = m_new == kNegInf ? 0.f : m_new;
   const float alpha = fast_exp2(st.m - m_ref);

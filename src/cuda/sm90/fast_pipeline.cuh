@@ -188,7 +188,7 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
   auto softmax_own = [&](int t, float(&sv)[32]) {
     float alpha[2];
     uint32_t pa[8];
-    softmax_tile(p, w, sv, first(t), rows, alpha);
+    softmax_tile<false>(p, w, sv, first(t), rows, alpha);
     pack_p8(sv, pa);
     __syncwarp();  // the quads' reads of s_max in take_their_max before their lane 0 overwrites it
     publish_p<true>(rows, pa, smem + p_buf(t), s_max);

@@ -54,8 +54,9 @@ __device__ __forceinline__ void scale_o(float (&o)[128], const float (&alpha)[2]
 }
 
 // The scores of the 64-token tile from `first` to probabilities in place: mask, new running
-// max (alpha, the rescale of O, returned for each row) and row sums (of the unrounded
-// probabilities) into rows.l.
+// max (alpha, the rescale of O, returned for each row; kLagging: the max lags by up to
+// mma::kMaxLag, for 16-bit P) and row sums (of the unrounded probabilities) into rows.l.
+template <bool kLagging>
 __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
                                              float (&s)[32], int first, Rows& rows,
                                              float (&alpha)[2]) {
@@ -88,7 +89,7 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
   for (int h = 0; h < 2; ++h) {
     tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
     tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-    alpha[h] = rescale(rows, h, fmaxf(rows.m[h], tile_max[h]), &m_ref[h]);
+    alpha[h] = rescale(rows, h, mma::next_running_max<kLagging>(rows.m[h], tile_max[h]), &m_ref[h]);
   }
   float sum[2] = {0.f, 0.f};
 #pragma unroll

@@ -237,7 +237,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     if (g == 0) {  // tile 0 comes first
       if (n_tiles > 0) {
         scores(0, sv, kNoPrev);
-        softmax_tile(p, w, sv, first(0), rows, alpha);
+        softmax_tile<true>(p, w, sv, first(0), rows, alpha);
         pack_p<M>(sv, pa);
         pv_mine(pa, alpha, 0);
         finish(0);
@@ -252,7 +252,7 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
     pv_theirs(own - 1);
     scores(own, sv, own - 1);  // waits for the P V of own - 1 and releases that tile
     fence_accumulators(o);
-    softmax_tile(p, w, sv, first(own), rows, alpha);
+    softmax_tile<true>(p, w, sv, first(own), rows, alpha);
     pack_p<M>(sv, pa);
     pv_mine(pa, alpha, own);
     finish(own);
