@@ -11,9 +11,9 @@
 #include "cuda/common/arch.cuh"
 #include "cuda/common/bulk_copy.cuh"
 #include "cuda/common/constants.h"
-#include "cuda/common/fp8_convert.h"
 #include "cuda/common/mma.cuh"
 #include "cuda/mma/config.h"
+#include "cuda/mma/e4m3_tile.cuh"
 #include "cuda/mma/params.h"
 
 namespace treeverify::cuda::mma {
@@ -71,12 +71,6 @@ __device__ __forceinline__ void load_page_ids(const VerifyKernelParams& p, uint3
   if (threadIdx.x < V::kTokens && t < end)
     cp_async_4(slot + threadIdx.x * 4, p.kv_page_indices + page_base + (t >> p.page_shift));
 }
-
-// e4m3 caches (kE4M3): a tile's 576-byte rows land in the last 576 bytes of each 1168-byte
-// stage row, where the products of the 16 and 32-row variants and fast mode read them
-// (fp8_ops.cuh) and dequantize_tile widens them in place to fp16 for the 64-row variants
-// (Variant::kE4M3InRegisters).
-inline constexpr int kE4M3RowOffset = kKVRowBytes - kQKDim;  // 592, 16-byte aligned
 
 // Copies V::kTokens KV rows from sequence token `first` (rows at or past `end` are zero
 // filled, so masked probabilities multiply finite values) into one stage: 8 threads a token
@@ -153,75 +147,6 @@ __device__ __forceinline__ void load_kv_tile_bulk(const VerifyKernelParams& p, u
   const char* src = static_cast<const char*>(p.kv) +
                     ((page << p.page_shift) + (t & ((1 << p.page_shift) - 1))) * kRowBytes;
   bulk_copy_g2s(stage + lane * kKVRowBytes, src, kRowBytes, bar);
-}
-
-// e4m3 (OCP e4m3fn) to float: sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0
-// is subnormal (m x 2^-9); 0x7f and 0xff are NaN. Exact, without the scale.
-__device__ __forceinline__ float e4m3_to_float(uint32_t b) {
-  const uint32_t e = (b >> 3) & 15u, m = b & 7u;
-  float v = e == 0 ? static_cast<float>(m) * 0x1p-9f : __uint_as_float((e + 120u) << 23 | m << 20);
-  v = (b & 0x7fu) == 0x7fu ? __int_as_float(0x7fc00000) : v;
-  return (b & 0x80u) ? -v : v;
-}
-
-// Four e4m3 codes (low byte first) as two fp16 pairs: bytes 0, 1 to `lo`, 2, 3 to `hi`. Two
-// cvt.rn.f16x2.e4m3x2 on sm_89+ (ptxas reads the high half in place: F2FP ... R.H1); before
-// sm_89, cuda_fp8.h's integer code (fp8_convert.h). Exact, NaN kept.
-__device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n"
-      " cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
-      : "=r"(lo), "=r"(hi)
-      : "r"(x));
-#else
-  e4m3x4_to_f16x2x2_generic(x, lo, hi);  // checked on the CPU (fp8_convert.h)
-#endif
-}
-
-// 16 e4m3 codes of a stage row, widened, as 16 fp16 values at shared address `dst`.
-__device__ __forceinline__ void widen_piece(uint32_t dst, uint4 in) {
-  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
-  uint32_t o[8];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) e4m3x4_to_f16x2x2(w[j], o[2 * j], o[2 * j + 1]);
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(o[0]), "r"(o[1]),
-               "r"(o[2]), "r"(o[3]));
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + 16), "r"(o[4]), "r"(o[5]),
-               "r"(o[6]), "r"(o[7]));
-}
-
-// 16 bytes of shared memory at `addr` (16-byte aligned).
-__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr));
-  return v;
-}
-
-// Widens the e4m3 tile at kE4M3RowOffset of each stage row into the fp16 row layout the
-// products read (exact: every e4m3 value is an fp16 value; the cache's scale is applied to
-// the scores and the output instead). A row's 16-bit values overwrite its own e4m3
-// bytes and no other row's, so one warp takes a row: its lanes read the row's 36 pieces of 16
-// values, meet at __syncwarp, then write. Warp w takes rows w, w + 8, ...: the rows it copied
-// (load_kv_tile), so once each lane's own copies have landed a __syncwarp makes the rows
-// visible to the warp. Few registers live at once (the 64-row variants sit at 255). The
-// caller publishes the tile with a barrier.
-template <typename V>
-__device__ __forceinline__ void dequantize_tile(uint32_t stage) {
-  constexpr int kRowPieces = kQKDim / 16;  // 36: lanes 0-31, then lanes 0-3 again
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  __syncwarp();  // the lanes' copies of the warp's rows, landed for each, seen by all
-  for (int row = warp; row < V::kTokens; row += kWarps) {
-    const uint32_t r = stage + row * kKVRowBytes;
-    const uint4 a = ld_shared_v4(r + kE4M3RowOffset + lane * 16);
-    uint4 b = make_uint4(0, 0, 0, 0);
-    if (lane < kRowPieces - 32) b = ld_shared_v4(r + kE4M3RowOffset + (32 + lane) * 16);
-    __syncwarp();
-    widen_piece(r + lane * 32, a);
-    if (lane < kRowPieces - 32) widen_piece(r + (32 + lane) * 32, b);
-    __syncwarp();  // the row's reads and writes are done before the lanes move on
-  }
 }
 
 // Copies the CTA's kRows query rows into `buf` (rows past the request are zero filled) by
