@@ -171,7 +171,7 @@ inline void add_outlier_channels(HostCase& host) {
 }
 
 // Gives every row the same scores, in steps along its request's keys (log2 units): 0 for the
-// first half, one key of 9 in the middle, 4 to three quarters, 12 to the end. So the running max
+// first half, 9 for key L / 2, 4 to three quarters, 12 to the end. So the running max
 // moves by more than mma::kMaxLag (8, the kernels' lag) at the middle key, where the first
 // half's mass (2^-9 a key after the move) still outweighs it, and lags after it (the last
 // quarter at 2^3 a key): an O or l left unscaled at the move, or scaled for the wrong max, puts
@@ -191,7 +191,7 @@ inline void set_score_steps(HostCase& host, Offset offset) {
   for (size_t b = 0; b < host.kv_len.size(); ++b) {
     const int64_t len = host.kv_len[b];
     for (int64_t tok = 0; tok < len; ++tok) {
-      const double level = 2 * tok < len ? 0 : 2 * tok == len ? 9 : 4 * tok < 3 * len ? 4 : 12;
+      const double level = tok < len / 2 ? 0 : tok == len / 2 ? 9 : 4 * tok < 3 * len ? 4 : 12;
       const float k = static_cast<float>(level * per_log2);
       const size_t at = offset(host, static_cast<int>(b), tok) + kChannel;
       if (host.kv8.empty())
