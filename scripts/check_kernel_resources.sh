@@ -58,8 +58,9 @@ for arch in "${archs[@]}"; do
     # ptxas serializes every wgmma of a kernel (an "info" line, C7512/C7514/C7520...) when
     # registers run short or one stays in flight across a branch: correct code, 1.6x slower
     # (H200, 2026-12-04, sm90/DESIGN_NOTES.md), so a failure here like a spill.
-    if grep -q "wgmma.mma_async instructions are serialized" "$log"; then
-      grep "wgmma.mma_async instructions are serialized" "$log" | sed 's/^/  /'
+    serialized=$(grep "wgmma.mma_async instructions are serialized" "$log" || true)
+    if [ -n "$serialized" ]; then
+      sed 's/^/  /' <<<"$serialized"
       fail=1
     fi
   done

@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 
+#include "../cpu/cpu_test_util.h"
 #include "core/cuda_backend.h"
 #include "cpu/cpu_backend.h"
 #include "testing/cases.h"
@@ -178,9 +179,7 @@ inline void add_outlier_channels(HostCase& host) {
 // the first half's keys 2^9 too heavy against the last quarter's. Written through rope channel
 // 575 (V has none of it), q's the only nonzero one: 300 in every row, the key's the level over
 // 300 x softmax_scale x log2(e) (inside e4m3's range for with_e4m3_cache's kv_scale).
-// `offset(host, b, tok)` gives key tok of request b in kv or kv8.
-template <typename Offset>
-inline void set_score_steps(HostCase& host, Offset offset) {
+inline void set_score_steps(HostCase& host) {
   constexpr int kChannel = kQKDim - 1;
   constexpr float kQ = 300.f;
   const DType dt = host.spec.dtype;
@@ -193,7 +192,7 @@ inline void set_score_steps(HostCase& host, Offset offset) {
     for (int64_t tok = 0; tok < len; ++tok) {
       const double level = tok < len / 2 ? 0 : tok == len / 2 ? 9 : 4 * tok < 3 * len ? 4 : 12;
       const float k = static_cast<float>(level * per_log2);
-      const size_t at = offset(host, static_cast<int>(b), tok) + kChannel;
+      const size_t at = tvtest::token_offset(host, static_cast<int>(b), tok) + kChannel;
       if (host.kv8.empty())
         host.kv[at] = float_to_half(dt, k);
       else

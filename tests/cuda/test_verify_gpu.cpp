@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../cpu/cpu_test_util.h"
 #include "cuda/common/combine_shape.h"
 #include "cuda/sm90/kv_tensor_map.h"
 #include "fast_check.h"
@@ -284,7 +283,7 @@ TEST(GpuVerify, ScoreSteps) {
           CaseSpec s = e4m3 ? with_e4m3_cache(base, base.name + " e4m3") : base;
           s.seed = fresh_seed();
           HostCase host = make_case(s);
-          set_score_steps(host, tvtest::token_offset);
+          set_score_steps(host);
           PlanOptions o;
           o.force_config_arch = arch;
           o.force_chunk_tokens = chunk;
