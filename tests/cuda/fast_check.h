@@ -31,11 +31,44 @@ inline constexpr double kExactLseTol = 0.4;
 inline constexpr double kOutlierOutTol = 0.12;
 inline constexpr double kOutlierLseTol = 6.0;
 
-// The tables with native e4m3 products that this build and device can run (forced); a test
-// that runs them ends skipped, after the rest, when one is missing. sm_89's table has sm_120's
-// variants, so beyond EveryVariantAndDtype the tests run the first one only.
+// The tables with native e4m3 products that this build and device can run (forced) in fast
+// mode: runnable (runnable_tables), with their fast kernels in the device's code (build.h's
+// fast_compiled_for: none in sm_80/86 code, whose mma has no e4m3), as plans of 16, 32 and 64
+// rows say; a test that runs them ends skipped, after the rest, when one is missing (without
+// the plans, a developer build on an sm_80/86 GPU would fail them, read from the code: its
+// plans run exact; no such GPU here). sm_89's table has sm_120's variants, so beyond
+// EveryVariantAndDtype the tests run the first one only.
 inline const TileConfigs& fast_tables() {
-  static const TileConfigs t = runnable_tables({120, 89});
+  static const TileConfigs t = [] {
+    const TileConfigs runnable = runnable_tables({120, 89});
+    TileConfigs c;
+    c.missing = runnable.missing;
+    for (int arch : runnable.archs) {
+      std::string reason;
+      for (int32_t heads : {16, 32, 64}) {
+        const HostCase host = make_case(with_e4m3_cache(
+            CaseSpec{.num_heads = heads, .tree_sizes = {1}, .prefix_lens = {40}}, "fast probe"));
+        PlanOptions o;
+        o.backend = Backend::kCudaMma;
+        o.precision = Precision::kFast;
+        o.force_config_arch = arch;
+        o.force_rows_per_cta = heads;  // the cost model would take 32-row CTAs for 64 rows here
+        Plan p;
+        const Status s = plan(host.problem(), o, &p);
+        if (!s.ok())
+          reason = s.message();
+        else if (p.precision != Precision::kFast)
+          reason = p.reason;
+        if (!reason.empty()) break;
+      }
+      if (reason.empty())
+        c.archs.push_back(arch);
+      else
+        c.missing += fmt::format("{}sm_{} table not run in fast mode: {}",
+                                 c.missing.empty() ? "" : "; ", arch, reason);
+    }
+    return c;
+  }();
   return t;
 }
 
