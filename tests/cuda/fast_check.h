@@ -31,6 +31,17 @@ inline constexpr double kExactLseTol = 0.4;
 inline constexpr double kOutlierOutTol = 0.12;
 inline constexpr double kOutlierLseTol = 6.0;
 
+// Why the CUDA backend's plan for `host` under `o` (precision set to fast here) does not run
+// fast mode: the plan's error, or its reason line when it runs exact; empty when it runs fast.
+inline std::string fast_blocker(const HostCase& host, PlanOptions o) {
+  o.backend = Backend::kCudaMma;
+  o.precision = Precision::kFast;
+  Plan p;
+  const Status s = plan(host.problem(), o, &p);
+  if (!s.ok()) return s.to_string();  // never empty
+  return p.precision == Precision::kFast ? std::string() : p.reason;
+}
+
 // The tables with native e4m3 products that this build and device can run (forced) in fast
 // mode: runnable (runnable_tables), with their fast kernels in the device's code (build.h's
 // fast_compiled_for: none in sm_80/86 code, whose mma has no e4m3), as plans of 16, 32 and 64
@@ -49,16 +60,9 @@ inline const TileConfigs& fast_tables() {
         const HostCase host = make_case(with_e4m3_cache(
             CaseSpec{.num_heads = heads, .tree_sizes = {1}, .prefix_lens = {40}}, "fast probe"));
         PlanOptions o;
-        o.backend = Backend::kCudaMma;
-        o.precision = Precision::kFast;
         o.force_config_arch = arch;
         o.force_rows_per_cta = heads;  // the cost model would take 32-row CTAs for 64 rows here
-        Plan p;
-        const Status s = plan(host.problem(), o, &p);
-        if (!s.ok())
-          reason = s.message();
-        else if (p.precision != Precision::kFast)
-          reason = p.reason;
+        reason = fast_blocker(host, o);
         if (!reason.empty()) break;
       }
       if (reason.empty())
@@ -145,11 +149,8 @@ inline void expect_fast_matches(const CaseSpec& spec, const PlanOptions& options
 // runs exact (GpuFast.DeviceTableRunsFastOnlyWhereNative).
 inline bool own_choice_runs_fast(const HostCase& host, int chunk_tokens = 0) {
   PlanOptions o;
-  o.backend = Backend::kCudaMma;
-  o.precision = Precision::kFast;
   o.force_chunk_tokens = chunk_tokens;
-  Plan p;
-  return plan(host.problem(), o, &p).ok() && p.precision == Precision::kFast;
+  return fast_blocker(host, o).empty();
 }
 
 // The fast-mode configurations a test runs `host` under: each fast table forced
