@@ -5,10 +5,10 @@
 # serialized by ptxas.
 # Which verify variants are real kernels on an architecture and which are trap stubs (no
 # barriers; not listed, counted per architecture) follows BUILD_DIR's configuration
-# (src/cuda/mma/build.h): a release build (TREEVERIFY_ALL_VARIANTS=OFF) compiles each
+# (src/cuda/sm80/build.h): a release build (TREEVERIFY_ALL_VARIANTS=OFF) compiles each
 # architecture's tile-table variants only, which is what ships; a developer build every
 # variant that fits. Dynamic shared memory is checked at compile time by static_asserts in
-# src/cuda/mma/config.h (<= 101376 bytes for the sm_86/89/120 configuration).
+# src/cuda/sm80/config.h (<= 101376 bytes for the sm_86/89/120 configuration).
 # Usage: scripts/check_kernel_resources.sh [BUILD_DIR] [ARCHS...]   (default: build, release list)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,7 @@ nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 gen="$build_dir/src/generated"
 [ -f "$gen/build_config.h" ] || { echo "check_kernel_resources: configure $build_dir first"; exit 1; }
 
-sources=(src/cuda/mma/instantiations/*.cu src/cuda/common/*.cu src/cuda/sm90/*.cu)
+sources=(src/cuda/sm80/instantiations/*.cu src/cuda/common/*.cu src/cuda/sm90/*.cu)
 all_variants=$(awk '$2 == "TREEVERIFY_ALL_VARIANTS" { print $3 }' "$gen/build_config.h")
 echo "check_kernel_resources: $build_dir: $([ "${all_variants:-0}" = 1 ] &&
   echo "every verify variant that fits each architecture (TREEVERIFY_ALL_VARIANTS)" ||

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shows from the binary what the e4m3 fast-mode kernels (KvMode::kE4M3Fast, src/cuda/mma/
+# Shows from the binary what the e4m3 fast-mode kernels (KvMode::kE4M3Fast, src/cuda/sm80/
 # fp8_ops.cuh) are on the architectures that ship them: each instantiation compiled for sm_89
 # and sm_120 as BUILD_DIR configures it (a release build: what ships), then per kernel its
 # registers, spills and stack (ptxas), and from its SASS (cuobjdump) the tensor instructions
@@ -76,7 +76,7 @@ for arch in "${archs[@]}"; do
   fi
   printf '%-6s %-26s %5s %6s %6s %5s %6s %5s %6s %6s %5s\n' arch kernel regs spills stack \
     QMMA.32 QMMA.16 HMMA unpack e4m3pk local
-  for src in src/cuda/mma/instantiations/*_e4m3_fast.cu; do
+  for src in src/cuda/sm80/instantiations/*_e4m3_fast.cu; do
     name=$(basename "$src" .cu)
     "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -Iinclude -Isrc -I"$build/src/generated" \
       --generate-code=arch=compute_$arch,code=sm_$arch --resource-usage -c "$src" \

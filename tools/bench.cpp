@@ -61,7 +61,7 @@ nlohmann::json ceilings_json(const Ceilings& c) {
 }
 
 // One case end to end; fills `row` and returns the exit code it contributes.
-int bench_case(const SuiteCase& given, const PlanOptions& options,
+int bench_case(const SuiteCase& given, const PlanOptions& options, const PlanTuning& tuning,
                const std::optional<double>& scale_flag, const BenchFlags& flags,
                const Ceilings& ceilings, Backend backend, nlohmann::json* row) {
   // CPU backends get a shorter prefix by default so a case finishes well under a minute; the
@@ -84,7 +84,7 @@ int bench_case(const SuiteCase& given, const PlanOptions& options,
   (*row)["l_scale"] = scale;
 
   CheckResult check;
-  Status s = check_case(c, options, kOracleFlopBudget, &check);
+  Status s = check_case(c, options, tuning, kOracleFlopBudget, &check);
   if (!s.ok()) {
     (*row)["error"] = s.to_string();
     return kExitError;
@@ -105,7 +105,7 @@ int bench_case(const SuiteCase& given, const PlanOptions& options,
   Plan plan;
   std::unique_ptr<Runner> runner;
   s = build_case(c, &hc);
-  if (s.ok()) s = treeverify::plan(hc.problem(), options, &plan);
+  if (s.ok()) s = treeverify::plan(hc.problem(), options, tuning, &plan);
   if (s.ok()) {
     s = make_runner(plan, hc, flags.flush == "write" ? Flush::kWrite : Flush::kRead, &runner);
   }
@@ -209,10 +209,8 @@ int run_bench(const BenchFlags& flags) {
   std::optional<double> scale;
   Status s = resolve_cases(flags.cases, &cases);
   if (s.ok()) s = plan_options(flags.cases, &options);
-  options.force_config_arch = flags.cases.config_arch;
-  options.force_rows_per_cta = flags.cases.rows_per_cta;
-  options.disable_tma = flags.cases.no_tma;
-  options.force_tma = flags.cases.force_tma;
+  PlanTuning tuning = plan_tuning(flags.cases);
+  tuning.chunk_tokens = 0;  // each run's own, below
   if (s.ok()) s = parse_scale(flags.cases.scale_l, &scale);
   if (s.ok() && ((flags.iters && *flags.iters < 1) || (flags.warmup && *flags.warmup < 0))) {
     s = Status(StatusCode::kInvalidArgument, "--iters must be >= 1 and --warmup >= 0");
@@ -248,7 +246,7 @@ int run_bench(const BenchFlags& flags) {
   bool need_cpu = false, need_cuda = false;
   for (const SuiteCase& c : cases) {
     Plan p;
-    Status ps = plan_metadata(c, options, &p);
+    Status ps = plan_metadata(c, options, tuning, &p);
     backends.push_back(ps.ok() ? p.backend : Backend::kAuto);
     need_cpu |= ps.ok() && is_cpu(p.backend);
     need_cuda |= ps.ok() && p.backend == Backend::kCudaMma;
@@ -303,9 +301,10 @@ int run_bench(const BenchFlags& flags) {
                cases[i].tree_sizes.size());
     nlohmann::json row;
     const Ceilings& ceil = backends[i] == Backend::kCudaMma ? gpu_ceil : cpu_ceil;
-    PlanOptions case_options = options;
-    case_options.force_chunk_tokens = run_chunks[i];
-    const int rc = bench_case(cases[i], case_options, scale, flags, ceil, backends[i], &row);
+    PlanTuning case_tuning = tuning;
+    case_tuning.chunk_tokens = run_chunks[i];
+    const int rc =
+        bench_case(cases[i], options, case_tuning, scale, flags, ceil, backends[i], &row);
     code = std::max(code, rc);
     if (!flags.json) {
       print_row(row);

@@ -16,14 +16,9 @@ int run_check(const CaseFlags& flags) {
   std::optional<double> scale;
   Status s = resolve_cases(flags, &cases);
   if (s.ok()) s = plan_options(flags, &options);
-  options.force_config_arch = flags.config_arch;
-  options.force_rows_per_cta = flags.rows_per_cta;
-  options.disable_tma = flags.no_tma;
-  options.force_tma = flags.force_tma;
+  const PlanTuning tuning = plan_tuning(flags);
   if (s.ok() && flags.chunk_tokens.size() > 1)
     s = Status(StatusCode::kInvalidArgument, "--chunk-tokens: check takes one value");
-  else if (!flags.chunk_tokens.empty())
-    options.force_chunk_tokens = flags.chunk_tokens[0];
   if (s.ok()) s = parse_scale(flags.scale_l, &scale);
   if (!s.ok()) {
     fmt::print(stderr, "treeverify check: {}\n", s.to_string());
@@ -45,7 +40,7 @@ int run_check(const CaseFlags& flags) {
                c.seed);
     std::fflush(stdout);
     CheckResult r;
-    s = check_case(c, options, budget, &r, scale ? &given : nullptr);
+    s = check_case(c, options, tuning, budget, &r, scale ? &given : nullptr);
     if (!s.ok()) {
       fmt::print("  ERROR {}\n", s.to_string());
       code = kExitError;

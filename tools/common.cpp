@@ -173,13 +173,22 @@ Status plan_options(const CaseFlags& flags, PlanOptions* options) {
   return Status::Ok();
 }
 
-Status plan_metadata(const SuiteCase& c, const PlanOptions& options, Plan* p) {
-  const CaseMetadata m = make_metadata(c);
-  return plan(m.problem(c), options, p);
+PlanTuning plan_tuning(const CaseFlags& f) {
+  return PlanTuning{.config_arch = f.config_arch,
+                    .chunk_tokens = f.chunk_tokens.empty() ? 0 : f.chunk_tokens[0],
+                    .rows_per_cta = f.rows_per_cta,
+                    .disable_tma = f.no_tma,
+                    .force_tma = f.force_tma};
 }
 
-Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_flops,
-                  CheckResult* result, const SuiteCase* timed) {
+Status plan_metadata(const SuiteCase& c, const PlanOptions& options, const PlanTuning& tuning,
+                     Plan* p) {
+  const CaseMetadata m = make_metadata(c);
+  return plan(m.problem(c), options, tuning, p);
+}
+
+Status check_case(const SuiteCase& c, const PlanOptions& options, const PlanTuning& tuning,
+                  double oracle_flops, CheckResult* result, const SuiteCase* timed) {
   // The oracle is single-threaded float64: shorten the prefix until it takes seconds.
   const double scale = scale_for_budget(case_flops(c), oracle_flops);
   const SuiteCase small = scale < 1 ? scale_prefix(c, scale) : c;
@@ -190,13 +199,13 @@ Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_
   // pick another (on the H200, V1 checked at L = 7180 ran the portable 32-row kernel while V1
   // ran the wgmma one), so the copy takes that case's rows a CTA unless they were forced
   // already. A timed case that cannot be planned leaves the copy as it plans itself.
-  PlanOptions small_options = options;
+  PlanTuning small_tuning = tuning;
   Plan full;
-  const bool full_planned = timed != nullptr && plan_metadata(*timed, options, &full).ok();
-  if (full_planned && full.backend == Backend::kCudaMma && options.force_rows_per_cta == 0)
-    small_options.force_rows_per_cta = full.state.rows_per_cta;
+  const bool full_planned = timed != nullptr && plan_metadata(*timed, options, tuning, &full).ok();
+  if (full_planned && full.backend == Backend::kCudaMma && tuning.rows_per_cta == 0)
+    small_tuning.rows_per_cta = full.state.rows_per_cta;
   Plan p;
-  TV_RETURN_IF_ERROR(plan(hc.problem(), small_options, &p));
+  TV_RETURN_IF_ERROR(plan(hc.problem(), options, small_tuning, &p));
   result->timed_kernel = timed == nullptr ? p.kernel : full_planned ? full.kernel : "";
   std::unique_ptr<Runner> runner;
   TV_RETURN_IF_ERROR(make_runner(p, hc, Flush::kRead, &runner));

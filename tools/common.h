@@ -10,6 +10,7 @@
 
 #include "suite.h"
 #include "testing/compare.h"
+#include "treeverify/tuning.h"
 #include "treeverify/verify.h"
 
 namespace treeverify::cli {
@@ -30,6 +31,7 @@ struct CaseFlags {
   std::optional<uint64_t> seed;
   std::string backend = "auto";
   std::string scale_l = "auto";   // a factor for every prefix length, or "auto"
+  // Tuning (PlanTuning, treeverify/tuning.h): speed only, never results.
   int config_arch = 0;            // CUDA: run another architecture's tile configuration
   int rows_per_cta = 0;           // CUDA: force the variant's rows a CTA (0: the table's)
   bool no_tma = false;            // CUDA: the wgmma kernel copies every tile with cp.async
@@ -63,8 +65,12 @@ Status parse_kv_format(const std::string& text, KvFormat* format);
 Status plan_options(const std::string& backend, PlanOptions* options);
 // The same from the case flags: the backend and --precision.
 Status plan_options(const CaseFlags& flags, PlanOptions* options);
+// The tuning flags as plan() takes them; chunk_tokens from the first --chunk-tokens (bench
+// runs each in turn).
+PlanTuning plan_tuning(const CaseFlags& flags);
 // Plans the case from its metadata alone (no KV), e.g. to learn which backend auto picks.
-Status plan_metadata(const SuiteCase& c, const PlanOptions& options, Plan* plan);
+Status plan_metadata(const SuiteCase& c, const PlanOptions& options, const PlanTuning& tuning,
+                     Plan* plan);
 
 struct CheckResult {
   testing::Comparison cmp;
@@ -80,7 +86,7 @@ struct CheckResult {
 // runs, runs it on the backend of `options` with poisoned outputs and compares with
 // reference_attention (docs/BENCH.md's bounds), planned with the precision the checked plan
 // computes, so it rounds like the kernel that ran.
-Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_flops,
-                  CheckResult* result, const SuiteCase* timed = nullptr);
+Status check_case(const SuiteCase& c, const PlanOptions& options, const PlanTuning& tuning,
+                  double oracle_flops, CheckResult* result, const SuiteCase* timed = nullptr);
 
 }  // namespace treeverify::cli

@@ -12,7 +12,8 @@
 #include "commands.h"
 #include "common.h"
 #include "core/cuda_backend.h"
-#include "cuda/mma/config.h"
+#include "core/select.h"
+#include "cuda/sm80/config.h"
 #include "treeverify/system.h"
 
 namespace treeverify::cli {
@@ -31,12 +32,24 @@ std::string archs_text(const std::vector<int>& archs, bool sm90a = false) {
   return names.empty() ? "none" : fmt::format("{}", fmt::join(names, " "));
 }
 
+// Device `d` as the selection function (core/select.h) reads it; false when it cannot be.
+bool describe(const DeviceInfo& d, detail::Machine* machine, detail::DeviceDescription* device) {
+  machine->build = detail::this_build();
+  return detail::cuda_describe(d.ordinal, machine, device).ok() && machine->device != nullptr;
+}
+
 // The tile tables (--config-arch) device `d` can run with this build's code, and the reason
 // for the first it cannot.
 std::vector<int> runnable_tables(const DeviceInfo& d, std::string* first_missing) {
+  detail::Machine machine;
+  detail::DeviceDescription device;
+  if (!describe(d, &machine, &device)) {
+    *first_missing = "the device could not be described";
+    return {};
+  }
   std::vector<int> archs;
-  for (const cuda::mma::TileConfig& c : cuda::mma::kTileConfigs) {
-    const Status s = detail::cuda_config_runnable(c.arch, d);
+  for (const cuda::sm80::TileConfig& c : cuda::sm80::kTileConfigs) {
+    const Status s = detail::config_runnable(c.arch, device, machine.build);
     if (s.ok())
       archs.push_back(c.arch);
     else if (first_missing->empty())
@@ -45,43 +58,38 @@ std::vector<int> runnable_tables(const DeviceInfo& d, std::string* first_missing
   return archs;
 }
 
-// Precision::kFast on e4m3 caches: native FP8 products (mma.sync e4m3, one QMMA) exist on the
-// SM versions cuda::mma::native_fp8_mma names. A fast request runs them only where both the GPU
-// and the code it runs (DeviceInfo::kernel_arch) have them: sm_86 code on an sm_89 GPU has no
-// QMMA, and sm_89 code JIT-compiled for an H100 would emulate it (src/cuda/plan.cpp,
-// fast_mode_blocker, decides the same for each plan); otherwise it runs exact and
-// Plan::reason says so. On sm_90 the wgmma kernel's e4m3 products are native: with sm_90a code,
-// requests of more than 32 rows run fast there (cuda/sm90/choice.h), smaller ones exact.
+// The SM versions whose mma.sync e4m3 products are native (cuda::sm80::native_fp8_mma), or
+// not, for the legend.
 constexpr int kSmVersions[] = {80, 86, 89, 90, 100, 120, 121};
-
 std::vector<int> fast_sms(bool native) {
   std::vector<int> sms;
   for (int sm : kSmVersions)
-    if (cuda::mma::native_fp8_mma(sm) == native) sms.push_back(sm);
+    if (cuda::sm80::native_fp8_mma(sm) == native) sms.push_back(sm);
   return sms;
 }
 
-// Why SM version `sm` (a GPU's or its code's) runs a fast request exact.
-std::string not_native(int sm) {
-  if (sm < 89) return fmt::format("sm_{} has no FP8 mma.sync", sm);
-  if (sm == 90) return "sm_90 emulates mma.sync e4m3 (fp16 HMMA after conversion)";
-  return fmt::format("sm_{} is not known to run mma.sync e4m3 natively", sm);
-}
-
-// What a fast request runs on device `d`, and why.
-std::pair<const char*, std::string> fast_on_device(const DeviceInfo& d, const BuildInfo& build) {
+// What a fast request on an e4m3 cache runs on device `d`, and why: the selection function's
+// answer for a request of 16 rows and one of 64.
+std::pair<std::string, std::string> fast_on_device(const DeviceInfo& d) {
   if (!d.has_kernel_code) return {"nothing", "no compiled code runs on it"};
-  const int sm = d.cc_major * 10 + d.cc_minor, code = d.kernel_arch;
-  if (sm == 90 && code == 90 && build.cuda_sm90a)
+  detail::Machine machine;
+  detail::DeviceDescription device;
+  if (!describe(d, &machine, &device)) return {"nothing", "the device could not be described"};
+  detail::KernelChoice small, large;
+  const Status ss =
+      detail::select_for_rows(16, KvFormat::kE4M3, Precision::kFast, {}, machine, &small);
+  const Status ls =
+      detail::select_for_rows(64, KvFormat::kE4M3, Precision::kFast, {}, machine, &large);
+  if (!ss.ok() || !ls.ok()) return {"nothing", (ss.ok() ? ls : ss).message()};
+  const bool fast_small = small.precision == Precision::kFast;
+  const bool fast_large = large.precision == Precision::kFast;
+  if (fast_small && fast_large)
+    return {"fast", fmt::format("{} and {}", small.name(), large.name())};
+  if (fast_large)
     return {"fast above 32 rows",
-            "wgmma e4m3 products (sm_90a code) for requests of more than 32 rows; smaller ones "
-            "run exact: " +
-                not_native(sm)};
-  if (!cuda::mma::native_fp8_mma(sm)) return {"exact", not_native(sm)};
-  if (!cuda::mma::native_fp8_mma(code)) return {"exact", "its code: " + not_native(code)};
-  if (!build.cuda_e4m3_mma)
-    return {"exact", "this build's CUDA (before 12.8) compiled no fast kernels"};
-  return {"fast", fmt::format("its sm_{} code has native FP8 products", code)};
+            fmt::format("{}; requests of at most 32 rows run exact: {}", large.name(),
+                        small.why_not_fast)};
+  return {"exact", large.why_not_fast};
 }
 
 int run_doctor(const DoctorFlags& flags) {
@@ -101,7 +109,7 @@ int run_doctor(const DoctorFlags& flags) {
   const unsigned threads = std::thread::hardware_concurrency();
   std::vector<int> compiled_fast;  // compiled architectures whose code has FP8 products
   for (int sm : build.cuda_archs)
-    if ((build.cuda_e4m3_mma && cuda::mma::native_fp8_mma(sm)) || (sm == 90 && build.cuda_sm90a))
+    if ((build.cuda_e4m3_mma && cuda::sm80::native_fp8_mma(sm)) || (sm == 90 && build.cuda_sm90a))
       compiled_fast.push_back(sm);  // sm_90a: the wgmma kernel's e4m3 instance
 
   // Planning reads metadata only, so every suite case plans in milliseconds at full size.
@@ -113,7 +121,7 @@ int run_doctor(const DoctorFlags& flags) {
   std::vector<Row> rows;
   for (const SuiteCase& c : suite) {
     Row r{&c, Status::Ok(), Plan{}};
-    r.status = plan_metadata(c, options, &r.plan);
+    r.status = plan_metadata(c, options, PlanTuning{}, &r.plan);
     rows.push_back(std::move(r));
   }
 
@@ -159,7 +167,7 @@ int run_doctor(const DoctorFlags& flags) {
                            {"fast_runs_exact_sms", fast_sms(false)},
                            {"fast_native_compiled", compiled_fast}};
     for (size_t i = 0; i < devices.size(); ++i) {
-      const auto [runs, why] = fast_on_device(devices[i], build);
+      const auto [runs, why] = fast_on_device(devices[i]);
       j["devices"][i]["precision_fast_runs"] = runs;
       j["devices"][i]["precision_fast_why"] = why;
     }
@@ -268,7 +276,7 @@ int run_doctor(const DoctorFlags& flags) {
   if (build.cuda_compiled)
     fmt::print("  compiled with fast products: {}\n", archs_text(compiled_fast, build.cuda_sm90a));
   for (const DeviceInfo& d : devices) {
-    const auto [runs, why] = fast_on_device(d, build);
+    const auto [runs, why] = fast_on_device(d);
     fmt::print("  [{}] {}: a fast request runs {} ({})\n", d.ordinal, d.name, runs, why);
   }
   fmt::print("\n");

@@ -7,5 +7,6 @@
 #include "treeverify/status.h"
 #include "treeverify/system.h"
 #include "treeverify/tree.h"
+#include "treeverify/tuning.h"  // overrides for tests and benchmarks
 #include "treeverify/types.h"
 #include "treeverify/verify.h"

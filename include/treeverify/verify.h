@@ -117,24 +117,8 @@ struct PlanOptions {
   // e4m3 caches: exact (the default) or fast products; see Precision. kFast with a 16-bit
   // cache is an error.
   Precision precision = Precision::kExact;
-  // CUDA: force the tile configuration of another architecture (e.g. 120 on an H200) so the
-  // code that ships for it can be executed and timed here. 0 means the device's own.
-  int force_config_arch = 0;
-  // CUDA: split every request's KV sequence into chunks of this many tokens (a multiple of
-  // the kernel's KV tile; 0 means the schedule's choice), for tests and tuning.
-  int force_chunk_tokens = 0;
-  // CUDA: run the variant with this many query rows a CTA (16, 32 or 64; 0 means the one the
-  // tile table picks for the largest request), for tests and tuning.
-  int force_rows_per_cta = 0;
-  // CUDA, the sm_90a wgmma kernel: copy every KV tile with cp.async, never whole tiles by TMA
-  // tensor copies (which plan() takes for pages of 64 rows or more: e4m3 caches always,
-  // 16-bit ones for requests of more than 128 rows), for tests and tuning; the results are
-  // the same bit for bit.
-  bool disable_tma = false;
-  // ... or take TMA copies wherever they can run (pages of 64 rows or more), also for 16-bit
-  // requests of 128 rows or fewer, where they measured slower; for tuning. Not with
-  // disable_tma.
-  bool force_tma = false;
+  // Tuning overrides for tests and benchmarks (tile table, variant, chunk length, copies) are
+  // not options: PlanTuning, treeverify/tuning.h.
 };
 
 namespace detail {
@@ -149,7 +133,7 @@ struct PlanState {
   int32_t rows_per_cta = 0;    // CUDA: query rows a CTA of that variant (16, 32 or 64)
   bool fast_products = false;  // CUDA: run() launches the e4m3 fast kernel (precision kFast)
   bool wgmma = false;          // CUDA: run() launches the sm_90a wgmma kernel (src/cuda/sm90)
-  // CUDA: ... and its producer copies whole tiles by TMA tensor copies (plan.cpp says where).
+  // CUDA: ... and its producer copies whole tiles by TMA tensor copies (core/select.cpp says where).
   bool tma = false;
   uint64_t id = 0;  // CUDA: distinct for each plan() call; names the step data in a workspace
   bool programmatic_combine = false;  // CUDA: the split combine overlaps the main kernel's tail

@@ -3,6 +3,7 @@
 // (asynchronously, from pooled pinned memory, on the stream it is made on) and runs with the
 // workspace cached for the run's stream (device.h), so neither plan() nor run() allocates,
 // frees or synchronizes once warm, and run() can be captured in a CUDA graph.
+#include "treeverify/tuning.h"
 #include "treeverify/verify.h"
 
 #include <fmt/format.h>
@@ -87,8 +88,9 @@ class PyPlan {
     host_ = {copy(qo_indptr), copy(kv_len), copy(kv_page_indptr), copy(kv_page_indices),
              copy(parents)};
 
-    PlanOptions options{
-        .num_threads = num_threads, .round_p = round_p, .force_config_arch = force_config_arch};
+    PlanOptions options{.num_threads = num_threads, .round_p = round_p};
+    // Tuning (treeverify/tuning.h): another architecture's tile table, for tests and timing.
+    const PlanTuning tuning{.config_arch = force_config_arch};
     check(parse_backend(backend, &options.backend));
     if (!parse_precision(precision, &options.precision).ok())
       raise_value("precision", fmt::format("'{}' (expected 'exact' or 'fast')", precision));
@@ -120,7 +122,7 @@ class PyPlan {
         .kv_page_indices = host_[3].data(),
         .parents = host_[4].data(),
     };
-    check(plan(problem, options, &plan_));
+    check(plan(problem, options, tuning, &plan_));
     plan_scale_ = kv_scale;
     if (where_.cuda()) {
       // A plan's scale travels with the index arrays: one more part of the same upload, so it

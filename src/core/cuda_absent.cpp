@@ -11,7 +11,6 @@ constexpr const char* kNoCuda =
 bool cuda_compiled() { return false; }
 std::vector<int> cuda_compiled_archs() { return {}; }
 std::string cuda_compiler_version() { return {}; }
-std::vector<ArchKernels> cuda_kernels_by_arch() { return {}; }
 int cuda_current_device() { return -1; }
 
 int cuda_device_count(std::string* note) {
@@ -26,14 +25,14 @@ std::vector<DeviceInfo> cuda_list_devices(std::string* note) {
 
 Status cuda_device_info(int, DeviceInfo*) { return Status(StatusCode::kUnsupported, kNoCuda); }
 
-Status cuda_config_runnable(int, const DeviceInfo&) {
-  return Status(StatusCode::kUnsupported, kNoCuda);
+Status cuda_describe(int, Machine* machine, DeviceDescription*) {
+  machine->device = nullptr;
+  machine->no_device_code = StatusCode::kUnsupported;
+  machine->no_device = std::string("backend cuda-mma: ") + kNoCuda;
+  return Status::Ok();
 }
 
-Status cuda_plan(const VerifyProblem&, const ProblemSummary&, const PlanOptions&, const DeviceInfo&,
-                 Plan*) {
-  return Status(StatusCode::kUnsupported, kNoCuda);
-}
+void cuda_finish_plan(Plan*) {}
 
 Status cuda_run(const Plan&, const VerifyTensors&, void*, size_t, void*) {
   return Status(StatusCode::kUnsupported, kNoCuda);

@@ -61,7 +61,7 @@ inline double round_p_fast(double p) {
 
 // The type round_p rounds P to for exact products, as the GPU kernels feed P to them: the
 // input dtype, or fp16 with an e4m3 cache (exact mode's products are fp16: every e4m3 value
-// is an fp16 value, and Q is brought to fp16 by a power of two a row; cuda/mma/fp8_ops.cuh).
+// is an fp16 value, and Q is brought to fp16 by a power of two a row; cuda/sm80/fp8_ops.cuh).
 inline DType p_round_dtype(const Plan& plan) {
   return plan.kv_format == KvFormat::kE4M3 ? DType::kFP16 : plan.dtype;
 }

@@ -8,7 +8,7 @@
 namespace treeverify::detail {
 
 // The cost model of one kernel variant on one device (nanoseconds). Measured on the H200 for
-// each variant class (cuda/plan.cpp says where); they change speed, never results.
+// each variant class (core/select.cpp says where); they change speed, never results.
 struct SplitCosts {
   double token_ns = 60;      // a CTA's time per KV token when bandwidth is not the limit
   double cta_ns = 9500;      // a CTA's fixed time: start, loading Q, filling the pipe, epilogue

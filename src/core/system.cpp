@@ -6,6 +6,7 @@
 
 #include "build_config.h"
 #include "core/cuda_backend.h"
+#include "core/select.h"
 #include "git_commit.h"
 
 namespace treeverify {
@@ -24,7 +25,7 @@ BuildInfo build_info() {
   return info;
 }
 
-std::vector<ArchKernels> cuda_kernels_by_arch() { return detail::cuda_kernels_by_arch(); }
+std::vector<ArchKernels> cuda_kernels_by_arch() { return detail::kernels_by_arch(detail::this_build()); }
 
 std::vector<DeviceInfo> list_devices(std::string* driver_note) {
   return detail::cuda_list_devices(driver_note);

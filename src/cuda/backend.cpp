@@ -1,5 +1,5 @@
 // The CUDA backend's launches: run() (the step data, the verify kernel, the combine) and
-// merge_state on the device. plan.cpp chooses what run() launches.
+// merge_state on the device. The selection function (core/select.h) chose what run() launches.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -12,8 +12,8 @@
 #include "cuda/common/constants.h"
 #include "cuda/common/tree_mask.cuh"
 #include "cuda/host_checks.h"
-#include "cuda/mma/config.h"
-#include "cuda/mma/launcher.h"
+#include "cuda/sm80/config.h"
+#include "cuda/sm80/launcher.h"
 #include "cuda/sm90/kv_tensor_map.h"
 #include "cuda/sm90/launcher.h"
 #include "cuda/step_data.h"
@@ -21,7 +21,7 @@
 
 namespace treeverify::detail {
 
-using cuda::mma::VariantId;
+using cuda::sm80::VariantId;
 
 Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_t,
                 void* stream_ptr) {
@@ -37,10 +37,10 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   TV_RETURN_IF_ERROR(require_device_pointer(t.out, "out"));
   TV_RETURN_IF_ERROR(require_device_pointer(t.lse, "lse"));
   // The wgmma kernel copies whole tiles of pages of 64 rows or more by TMA tensor copies where
-  // plan.cpp chose so (state.tma). The maps name this layer's cache, so they are encoded for
+  // the selection function chose so (state.tma). The maps name this layer's cache, so they are encoded for
   // every run: a host call with no device work, which a graph capture records as a kernel
   // parameter like the cache's address. `mode`: how every kernel of the call reads the cache.
-  using cuda::mma::KvMode;
+  using cuda::KvMode;
   const KvMode mode = plan.kv_format != KvFormat::kE4M3 ? KvMode::k16
                       : plan.state.fast_products        ? KvMode::kE4M3Fast
                                                         : KvMode::kE4M3;
@@ -51,7 +51,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
                                                            plan.page_size, mode),
       "kv_cache",
       "the driver refused a TMA tensor map of it ({} pages of {} rows at {}); "
-      "PlanOptions::disable_tma copies every tile with cp.async",
+      "PlanTuning::disable_tma copies every tile with cp.async",
       plan.num_pages, plan.page_size, t.kv_cache);
 
   const cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
@@ -95,7 +95,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   const Strides strides = resolve_strides(plan.num_heads, t);
   // One request: the kernels take its metadata from the plan (the arrays must hold the same).
   const bool one_request = plan.batch_size == 1;
-  cuda::mma::VerifyKernelParams kp{
+  cuda::VerifyKernelParams kp{
       .q = t.q,
       .q_stride_token = strides.q_token,
       .q_stride_head = strides.q_head,
@@ -132,24 +132,24 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   const cudaError_t err =
       plan.state.wgmma
           ? launch_wgmma()
-          : cuda::mma::with_variant(static_cast<VariantId>(plan.state.variant), [&]<typename V>(V) {
+          : cuda::sm80::with_variant(static_cast<VariantId>(plan.state.variant), [&]<typename V>(V) {
               const dim3 grid((max_rows + V::kRows - 1) / V::kRows, plan.state.num_chunks,
                               plan.batch_size);
               auto launch = [&]<KvMode kMode>() {
                 return plan.dtype == DType::kBF16
-                           ? cuda::mma::launch_verify<__nv_bfloat16, V, kMode>(kp, grid, stream)
-                           : cuda::mma::launch_verify<__half, V, kMode>(kp, grid, stream);
+                           ? cuda::sm80::launch_verify<__nv_bfloat16, V, kMode>(kp, grid, stream)
+                           : cuda::sm80::launch_verify<__half, V, kMode>(kp, grid, stream);
               };
               if (mode == KvMode::k16) return launch.template operator()<KvMode::k16>();
-              // Fast only where cuda_plan chose the fast kernel (the public Plan::precision says
+              // Fast only where the selection chose the fast kernel (the public Plan::precision says
               // so).
               if (mode == KvMode::kE4M3Fast) {
-                if constexpr (cuda::mma::fast_mode_variant(cuda::mma::variant_id<V>()))
+                if constexpr (cuda::sm80::fast_mode_variant(cuda::sm80::variant_id<V>()))
                   return launch.template operator()<KvMode::kE4M3Fast>();
                 else
                   return cudaErrorInvalidValue;  // fast_mode_variant: never planned
               }
-              if constexpr (cuda::mma::e4m3_variant(cuda::mma::variant_id<V>()))
+              if constexpr (cuda::sm80::e4m3_variant(cuda::sm80::variant_id<V>()))
                 return launch.template operator()<KvMode::kE4M3>();
               else
                 return cudaErrorInvalidValue;  // e4m3_variant: never planned

@@ -10,7 +10,7 @@
 
 #include "build_config.h"
 #include "core/cuda_backend.h"
-#include "cuda/mma/launcher.h"
+#include "cuda/sm80/launcher.h"
 
 namespace treeverify::detail {
 
@@ -69,7 +69,7 @@ DeviceInfo query_device(int d) {
   (void)cudaGetDevice(&previous);
   cudaFuncAttributes attr{};
   if (cudaSetDevice(d) == cudaSuccess &&
-      cuda::mma::verify_attributes<__nv_bfloat16, cuda::mma::VariantLarge2>(&attr) == cudaSuccess) {
+      cuda::sm80::verify_attributes<__nv_bfloat16, cuda::sm80::VariantR32S2>(&attr) == cudaSuccess) {
     info.has_kernel_code = true;
     // The architecture the code was compiled for (its PTX target), which decides what the
     // kernels contain: binaryVersion would say the device's own when the driver JIT-compiles

@@ -145,13 +145,13 @@ TEST(CliSuite, CheckRoundsTheOracleLikeThePlan) {
   o.round_p = true;
   o.precision = Precision::kFast;
   CheckResult r;
-  ASSERT_TRUE(check_case(c, o, 1e12, &r).ok());
+  ASSERT_TRUE(check_case(c, o, {}, 1e12, &r).ok());
   EXPECT_EQ(r.plan.precision, Precision::kFast);
   EXPECT_TRUE(r.pass) << r.cmp.to_string();
   EXPECT_LT(r.cmp.out_rel_fro, 5e-3) << r.cmp.to_string();  // out's own 16-bit rounding
   o.backend = Backend::kCpuFast;
   o.round_p = false;
-  ASSERT_TRUE(check_case(c, o, 1e12, &r).ok());
+  ASSERT_TRUE(check_case(c, o, {}, 1e12, &r).ok());
   EXPECT_EQ(r.plan.precision, Precision::kExact);
   EXPECT_TRUE(r.pass) << r.cmp.to_string();
 }
@@ -168,7 +168,7 @@ TEST(CliSuite, AShortenedCheckRunsTheTimedKernel) {
   PlanOptions o;
   o.backend = Backend::kCpuFast;
   CheckResult r;
-  ASSERT_TRUE(check_case(c, o, 2e9, &r).ok());
+  ASSERT_TRUE(check_case(c, o, {}, 2e9, &r).ok());
   EXPECT_TRUE(r.reduced);
   EXPECT_TRUE(r.pass) << r.cmp.to_string();
   EXPECT_EQ(r.plan.kernel, r.timed_kernel);
@@ -176,7 +176,7 @@ TEST(CliSuite, AShortenedCheckRunsTheTimedKernel) {
   if (devices.empty() || !devices[0].has_kernel_code)
     GTEST_SKIP() << "no GPU that runs this build's kernels: the CUDA half did not run";
   o.backend = Backend::kCudaMma;
-  ASSERT_TRUE(check_case(c, o, 2e9, &r).ok());
+  ASSERT_TRUE(check_case(c, o, {}, 2e9, &r).ok());
   EXPECT_TRUE(r.reduced);
   EXPECT_TRUE(r.pass) << r.cmp.to_string();
   EXPECT_EQ(r.plan.kernel, r.timed_kernel);

@@ -49,7 +49,7 @@ TEST(CombineShape, OneRoundOfLoadsWhereSomeShapeHasIt) {
 }
 
 TEST(CombineShape, MeasuredChoicesOnTheH200) {
-  // H200, 2026-12-04 (cuda/mma/DESIGN_NOTES.md, "Small work"): V1/D2's 66 chunks took two
+  // H200, 2026-12-04 (cuda/sm80/DESIGN_NOTES.md, "Small work"): V1/D2's 66 chunks took two
   // rounds with 8-byte loads; 16-byte loads at 16 lanes read them in one with 512 blocks.
   CombineShape s = choose_combine_shape(128, 66, kH200Sms);
   EXPECT_EQ(s.cols, 8);

@@ -9,6 +9,7 @@
 #include "core/fp8_rounding.h"
 #include "cpu/cpu_backend.h"
 #include "cpu_test_util.h"
+#include "treeverify/tuning.h"
 
 namespace tvtest {
 namespace {
@@ -69,18 +70,19 @@ TEST(Precision, FastWithA16BitCacheIsAnArgumentError) {
   }
 }
 
-// force_tma and disable_tma ask opposite things: plan() refuses the pair on every backend.
+// PlanTuning's force_tma and disable_tma ask opposite things: plan() refuses the pair on every backend.
 TEST(Precision, ForceAndDisableTmaTogetherIsAnArgumentError) {
   for (Backend b : {Backend::kAuto, Backend::kCpuReference, Backend::kCpuFast}) {
     PlanOptions o;
     o.backend = b;
-    o.force_tma = o.disable_tma = true;
+    treeverify::PlanTuning t;
+    t.force_tma = t.disable_tma = true;
     Plan p;
-    const Status s = treeverify::plan(small_case(KvFormat::kSameAsQ).problem(), o, &p);
+    const Status s = treeverify::plan(small_case(KvFormat::kSameAsQ).problem(), o, t, &p);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << treeverify::backend_name(b);
-    EXPECT_NE(s.message().find("options.force_tma"), std::string::npos) << s.message();
-    o.disable_tma = false;
-    EXPECT_TRUE(treeverify::plan(small_case(KvFormat::kSameAsQ).problem(), o, &p).ok());
+    EXPECT_NE(s.message().find("tuning.force_tma"), std::string::npos) << s.message();
+    t.disable_tma = false;
+    EXPECT_TRUE(treeverify::plan(small_case(KvFormat::kSameAsQ).problem(), o, t, &p).ok());
   }
 }
 

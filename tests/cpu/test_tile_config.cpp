@@ -1,12 +1,12 @@
-// The per-architecture tile table of the portable kernel (src/cuda/mma/config.h): which
+// The per-architecture tile table of the portable kernel (src/cuda/sm80/config.h): which
 // variant each device and request size gets. Host-only constexpr code, so it is checked here,
 // on machines without a GPU, for the architectures the project cannot run on.
 #include <gtest/gtest.h>
 
-#include "cuda/mma/config.h"
+#include "cuda/sm80/config.h"
 #include "cuda/sm90/choice.h"
 
-namespace treeverify::cuda::mma {
+namespace treeverify::cuda::sm80 {
 namespace {
 
 TEST(TileConfig, TooOldHasNone) {
@@ -15,25 +15,25 @@ TEST(TileConfig, TooOldHasNone) {
 }
 
 TEST(TileConfig, DecodeUsesSixteenRowsAndBulkCopiesFromSm90) {
-  for (int sm : {80, 86, 89, 120, 121}) EXPECT_EQ(choose_variant(sm, 16), VariantId::kSmall) << sm;
-  for (int sm : {90, 100, 103}) EXPECT_EQ(choose_variant(sm, 1), VariantId::kSmallBulk) << sm;
+  for (int sm : {80, 86, 89, 120, 121}) EXPECT_EQ(choose_variant(sm, 16), VariantId::kR16S2) << sm;
+  for (int sm : {90, 100, 103}) EXPECT_EQ(choose_variant(sm, 1), VariantId::kR16S2Bulk) << sm;
   // An e4m3 cache's 576-byte rows: cp.async everywhere (bulk copies measured slower).
-  for (int sm : {80, 89, 90, 100, 120}) EXPECT_EQ(choose_variant(sm, 16, true), VariantId::kSmall);
-  EXPECT_EQ(choose_variant(90, 32, true), VariantId::kLarge4);
+  for (int sm : {80, 89, 90, 100, 120}) EXPECT_EQ(choose_variant(sm, 16, true), VariantId::kR16S2);
+  EXPECT_EQ(choose_variant(90, 32, true), VariantId::kR32S4);
 }
 
 TEST(TileConfig, SixtyFourRowsAboveThirtyTwo) {
-  EXPECT_EQ(choose_variant(80, 128), VariantId::kWide3);
-  EXPECT_EQ(choose_variant(90, 33), VariantId::kWide4);
-  EXPECT_EQ(choose_variant(100, 4096), VariantId::kWide4);
+  EXPECT_EQ(choose_variant(80, 128), VariantId::kR64S3);
+  EXPECT_EQ(choose_variant(90, 33), VariantId::kR64S4);
+  EXPECT_EQ(choose_variant(100, 4096), VariantId::kR64S4);
   // 99 KB a block: 64 rows fit with 16-token tiles.
-  for (int sm : {86, 89, 120}) EXPECT_EQ(choose_variant(sm, 4096), VariantId::kWide3T16) << sm;
+  for (int sm : {86, 89, 120}) EXPECT_EQ(choose_variant(sm, 4096), VariantId::kR64S3T16) << sm;
 }
 
 TEST(TileConfig, ThirtyTwoRowsBetweenSixteenAndThirtyTwo) {
-  EXPECT_EQ(choose_variant(80, 17), VariantId::kLarge3);
-  EXPECT_EQ(choose_variant(90, 32), VariantId::kLarge4);
-  EXPECT_EQ(choose_variant(120, 32), VariantId::kLarge2);
+  EXPECT_EQ(choose_variant(80, 17), VariantId::kR32S3);
+  EXPECT_EQ(choose_variant(90, 32), VariantId::kR32S4);
+  EXPECT_EQ(choose_variant(120, 32), VariantId::kR32S2);
 }
 
 TEST(TileConfig, EveryChosenVariantFitsItsArchitecture) {
@@ -57,29 +57,29 @@ TEST(TileConfig, EveryChosenVariantFitsItsArchitecture) {
 
 // The six release architectures, as packages and CI build them, and builds of fewer.
 constexpr int kRelease[] = {80, 86, 89, 90, 100, 120};
-constexpr VariantBuild kReleaseBuild{kRelease, 6, false};
-constexpr VariantBuild kReleaseAll{kRelease, 6, true};
+constexpr VariantBuild kReleaseBuild{kRelease, 6, false, true};
+constexpr VariantBuild kReleaseAll{kRelease, 6, true, true};
 constexpr int kOnly80[] = {80};
 constexpr int kOnly90[] = {90};
 constexpr int k80And90[] = {80, 90};
-constexpr VariantBuild kOnly80Build{kOnly80, 1, false};
-constexpr VariantBuild kOnly90Build{kOnly90, 1, false};
-constexpr VariantBuild k80And90Build{k80And90, 2, false};
-constexpr VariantId kAllIds[] = {VariantId::kLarge2,    VariantId::kLarge3,  VariantId::kLarge4,
-                                 VariantId::kSmall,     VariantId::kWide3,   VariantId::kWide4,
-                                 VariantId::kSmallBulk, VariantId::kWide3T16};
+constexpr VariantBuild kOnly80Build{kOnly80, 1, false, true};
+constexpr VariantBuild kOnly90Build{kOnly90, 1, false, true};
+constexpr VariantBuild k80And90Build{k80And90, 2, false, true};
+constexpr VariantId kAllIds[] = {VariantId::kR32S2,    VariantId::kR32S3,  VariantId::kR32S4,
+                                 VariantId::kR16S2,     VariantId::kR64S3,   VariantId::kR64S4,
+                                 VariantId::kR16S2Bulk, VariantId::kR64S3T16};
 
 TEST(TileConfig, FitsOnlyWhereTheArchitectureCanRunIt) {
-  EXPECT_TRUE(variant_fits(VariantId::kWide4, 90));
-  EXPECT_TRUE(variant_fits(VariantId::kWide3, 80));
-  EXPECT_FALSE(variant_fits(VariantId::kWide4, 80));  // 197 KB: sm_80 gives 163 KB a block
-  EXPECT_FALSE(variant_fits(VariantId::kLarge4, 80));
-  EXPECT_FALSE(variant_fits(VariantId::kWide4, 86));
-  EXPECT_FALSE(variant_fits(VariantId::kWide3, 120));
-  EXPECT_TRUE(variant_fits(VariantId::kSmallBulk, 90));
-  EXPECT_FALSE(variant_fits(VariantId::kSmallBulk, 89));
-  EXPECT_TRUE(variant_fits(VariantId::kLarge2, 86));
-  EXPECT_TRUE(variant_fits(VariantId::kWide3T16, 120));
+  EXPECT_TRUE(variant_fits(VariantId::kR64S4, 90));
+  EXPECT_TRUE(variant_fits(VariantId::kR64S3, 80));
+  EXPECT_FALSE(variant_fits(VariantId::kR64S4, 80));  // 197 KB: sm_80 gives 163 KB a block
+  EXPECT_FALSE(variant_fits(VariantId::kR32S4, 80));
+  EXPECT_FALSE(variant_fits(VariantId::kR64S4, 86));
+  EXPECT_FALSE(variant_fits(VariantId::kR64S3, 120));
+  EXPECT_TRUE(variant_fits(VariantId::kR16S2Bulk, 90));
+  EXPECT_FALSE(variant_fits(VariantId::kR16S2Bulk, 89));
+  EXPECT_TRUE(variant_fits(VariantId::kR32S2, 86));
+  EXPECT_TRUE(variant_fits(VariantId::kR64S3T16, 120));
   EXPECT_FALSE(variant_fits(VariantId::kNone, 90));
 }
 
@@ -89,13 +89,13 @@ TEST(TileConfig, VariantIdsNameTheirTypes) {
 }
 
 TEST(TileConfig, TablesSelectTheirVariants) {
-  EXPECT_TRUE(table_selects(80, VariantId::kWide3));
-  EXPECT_TRUE(table_selects(87, VariantId::kLarge2));  // sm_86's entry
-  EXPECT_TRUE(table_selects(90, VariantId::kSmallBulk));
-  EXPECT_TRUE(table_selects(90, VariantId::kSmall));  // e4m3 decode
-  EXPECT_FALSE(table_selects(80, VariantId::kSmallBulk));
-  EXPECT_FALSE(table_selects(120, VariantId::kSmallBulk));
-  EXPECT_FALSE(table_selects(75, VariantId::kSmall));
+  EXPECT_TRUE(table_selects(80, VariantId::kR64S3));
+  EXPECT_TRUE(table_selects(87, VariantId::kR32S2));  // sm_86's entry
+  EXPECT_TRUE(table_selects(90, VariantId::kR16S2Bulk));
+  EXPECT_TRUE(table_selects(90, VariantId::kR16S2));  // e4m3 decode
+  EXPECT_FALSE(table_selects(80, VariantId::kR16S2Bulk));
+  EXPECT_FALSE(table_selects(120, VariantId::kR16S2Bulk));
+  EXPECT_FALSE(table_selects(75, VariantId::kR16S2));
 }
 
 // Exact mode on an e4m3 cache has a kernel instance for what the tables choose for it:
@@ -108,9 +108,9 @@ TEST(TileConfig, E4M3VariantsAreWhatTheTablesChooseForE4M3) {
         chosen = chosen || choose_variant(arch, rows, true) == id;
     EXPECT_EQ(e4m3_variant(id), chosen) << "variant " << static_cast<int>(id);
   }
-  EXPECT_FALSE(e4m3_variant(VariantId::kSmallBulk));
-  EXPECT_TRUE(e4m3_variant(VariantId::kSmall));
-  EXPECT_TRUE(e4m3_variant(VariantId::kWide3T16));
+  EXPECT_FALSE(e4m3_variant(VariantId::kR16S2Bulk));
+  EXPECT_TRUE(e4m3_variant(VariantId::kR16S2));
+  EXPECT_TRUE(e4m3_variant(VariantId::kR64S3T16));
 }
 
 // A release build compiles for each architecture exactly its table's variants; with
@@ -129,24 +129,24 @@ TEST(TileConfig, ReleaseBuildCompilesEachArchitecturesTable) {
     EXPECT_EQ(built, arch == 90 || arch == 100 ? 4 : 3) << "sm_" << arch;
     EXPECT_GE(fitting, 3) << "sm_" << arch;
   }
-  EXPECT_FALSE(variant_in_build(VariantId::kSmallBulk, 120, kReleaseBuild));
-  EXPECT_TRUE(variant_in_build(VariantId::kSmallBulk, 120, kReleaseAll));
-  EXPECT_FALSE(variant_in_build(VariantId::kWide3, 90, kReleaseBuild));
-  EXPECT_TRUE(variant_in_build(VariantId::kWide3, 90, kReleaseAll));
-  EXPECT_FALSE(variant_in_build(VariantId::kWide4, 80, kReleaseAll));  // never: 197 KB
+  EXPECT_FALSE(variant_in_build(VariantId::kR16S2Bulk, 120, kReleaseBuild));
+  EXPECT_TRUE(variant_in_build(VariantId::kR16S2Bulk, 120, kReleaseAll));
+  EXPECT_FALSE(variant_in_build(VariantId::kR64S3, 90, kReleaseBuild));
+  EXPECT_TRUE(variant_in_build(VariantId::kR64S3, 90, kReleaseAll));
+  EXPECT_FALSE(variant_in_build(VariantId::kR64S4, 80, kReleaseAll));  // never: 197 KB
 }
 
 // The code of a built architecture also serves every device up to the next built one (its
 // binary within a major version, its PTX above): sm_80 code alone runs an RTX 3090 (sm_86)
 // with sm_86's tiles, sm_90 code alone an sm_120 part with sm_120's.
 TEST(TileConfig, CodeHoldsTheTablesOfTheDevicesItServes) {
-  for (VariantId id : {VariantId::kLarge2, VariantId::kWide3T16, VariantId::kLarge3})
+  for (VariantId id : {VariantId::kR32S2, VariantId::kR64S3T16, VariantId::kR32S3})
     EXPECT_TRUE(variant_in_build(id, 80, kOnly80Build)) << static_cast<int>(id);
-  EXPECT_TRUE(variant_in_build(VariantId::kLarge2, 80, k80And90Build));
-  EXPECT_FALSE(variant_in_build(VariantId::kLarge4, 80, k80And90Build));
-  EXPECT_TRUE(variant_in_build(VariantId::kWide3T16, 90, kOnly90Build));
-  EXPECT_FALSE(variant_in_build(VariantId::kWide3, 90, kOnly90Build));   // sm_80's table
-  EXPECT_FALSE(variant_in_build(VariantId::kLarge4, 80, kOnly80Build));  // does not fit
+  EXPECT_TRUE(variant_in_build(VariantId::kR32S2, 80, k80And90Build));
+  EXPECT_FALSE(variant_in_build(VariantId::kR32S4, 80, k80And90Build));
+  EXPECT_TRUE(variant_in_build(VariantId::kR64S3T16, 90, kOnly90Build));
+  EXPECT_FALSE(variant_in_build(VariantId::kR64S3, 90, kOnly90Build));   // sm_80's table
+  EXPECT_FALSE(variant_in_build(VariantId::kR32S4, 80, kOnly80Build));  // does not fit
 }
 
 // Whatever the unforced choice, forced row count or the schedule's fewer rows a CTA, on any
@@ -174,21 +174,21 @@ TEST(TileConfig, EveryUnforcedChoiceIsInTheBuild) {
 TEST(TileConfig, JitCompiledOlderCodeFallsBackToItsOwnTable) {
   // An H200 running PTX built for sm_86: the device's 64-row and bulk variants are not in it.
   EXPECT_EQ(choose_tiles(90, 86, 0, 128, kReleaseAll).config_arch, 86);
-  EXPECT_EQ(choose_tiles(90, 86, 0, 128, kReleaseAll).variant, VariantId::kWide3T16);
-  EXPECT_EQ(choose_tiles(90, 86, 0, 16, kReleaseAll).variant, VariantId::kSmall);
+  EXPECT_EQ(choose_tiles(90, 86, 0, 128, kReleaseAll).variant, VariantId::kR64S3T16);
+  EXPECT_EQ(choose_tiles(90, 86, 0, 16, kReleaseAll).variant, VariantId::kR16S2);
   // Code for sm_80 on an sm_86 part: the device's table, whose tiles fit its 99 KB.
   EXPECT_EQ(choose_tiles(86, 80, 0, 128, kReleaseAll).config_arch, 86);
-  EXPECT_EQ(choose_tiles(86, 80, 0, 128, kOnly80Build).variant, VariantId::kWide3T16);
+  EXPECT_EQ(choose_tiles(86, 80, 0, 128, kOnly80Build).variant, VariantId::kR64S3T16);
   // sm_90 PTX on sm_100 and sm_120 parts; native code everywhere is the device's table.
-  EXPECT_EQ(choose_tiles(100, 90, 0, 4096, kReleaseBuild).variant, VariantId::kWide4);
-  EXPECT_EQ(choose_tiles(120, 90, 0, 16, kOnly90Build).variant, VariantId::kSmall);
-  EXPECT_EQ(choose_tiles(90, 90, 0, 1, kReleaseBuild).variant, VariantId::kSmallBulk);
+  EXPECT_EQ(choose_tiles(100, 90, 0, 4096, kReleaseBuild).variant, VariantId::kR64S4);
+  EXPECT_EQ(choose_tiles(120, 90, 0, 16, kOnly90Build).variant, VariantId::kR16S2);
+  EXPECT_EQ(choose_tiles(90, 90, 0, 1, kReleaseBuild).variant, VariantId::kR16S2Bulk);
   // A forced table is taken as asked; the plan then refuses it if the code lacks it.
-  EXPECT_EQ(choose_tiles(90, 86, 80, 128, kReleaseAll).variant, VariantId::kWide3);
+  EXPECT_EQ(choose_tiles(90, 86, 80, 128, kReleaseAll).variant, VariantId::kR64S3);
   EXPECT_FALSE(
       variant_in_build(choose_tiles(90, 86, 80, 128, kReleaseAll).variant, 86, kReleaseAll));
-  EXPECT_EQ(choose_tiles(90, 90, 80, 128, kReleaseBuild).variant, VariantId::kWide3);
-  EXPECT_FALSE(variant_in_build(VariantId::kWide3, 90, kReleaseBuild));
+  EXPECT_EQ(choose_tiles(90, 90, 80, 128, kReleaseBuild).variant, VariantId::kR64S3);
+  EXPECT_FALSE(variant_in_build(VariantId::kR64S3, 90, kReleaseBuild));
 }
 
 // The sm_90a wgmma kernel (cuda/sm90/choice.h): sm_90 devices running sm_90a code, any cache
@@ -221,4 +221,4 @@ TEST(TileConfig, WgmmaKernelOnlyWhereItApplies) {
 }
 
 }  // namespace
-}  // namespace treeverify::cuda::mma
+}  // namespace treeverify::cuda::sm80

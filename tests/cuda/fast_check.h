@@ -33,11 +33,11 @@ inline constexpr double kOutlierLseTol = 6.0;
 
 // Why the CUDA backend's plan for `host` under `o` (precision set to fast here) does not run
 // fast mode: the plan's error, or its reason line when it runs exact; empty when it runs fast.
-inline std::string fast_blocker(const HostCase& host, PlanOptions o) {
+inline std::string fast_blocker(const HostCase& host, GpuOptions o) {
   o.backend = Backend::kCudaMma;
   o.precision = Precision::kFast;
   Plan p;
-  const Status s = plan(host.problem(), o, &p);
+  const Status s = plan(host.problem(), o, o.tuning, &p);
   if (!s.ok()) return s.to_string();  // never empty
   return p.precision == Precision::kFast ? std::string() : p.reason;
 }
@@ -59,9 +59,9 @@ inline const TileConfigs& fast_tables() {
       for (int32_t heads : {16, 32, 64}) {
         const HostCase host = make_case(with_e4m3_cache(
             CaseSpec{.num_heads = heads, .tree_sizes = {1}, .prefix_lens = {40}}, "fast probe"));
-        PlanOptions o;
-        o.force_config_arch = arch;
-        o.force_rows_per_cta = heads;  // the cost model would take 32-row CTAs for 64 rows here
+        GpuOptions o;
+        o.tuning.config_arch = arch;
+        o.tuning.rows_per_cta = heads;  // the cost model would take 32-row CTAs for 64 rows here
         reason = fast_blocker(host, o);
         if (!reason.empty()) break;
       }
@@ -113,7 +113,7 @@ inline detail::ReferenceResult fast_oracle(const HostCase& host, Precision preci
 }
 
 // Runs `host` in fast mode under `options` and checks it against both oracles.
-inline void expect_fast_matches(const HostCase& host, PlanOptions options, const Bounds& b = {}) {
+inline void expect_fast_matches(const HostCase& host, GpuOptions options, const Bounds& b = {}) {
   options.precision = Precision::kFast;
   const GpuResult gpu = run_on_gpu(host, options);
   if (gpu.out.size() != host.out_elems()) return;  // the run already failed the test
@@ -138,7 +138,7 @@ inline void expect_fast_matches(const HostCase& host, PlanOptions options, const
   EXPECT_TRUE(ce.ok(b.exact_out, b.exact_lse)) << what << ", exact: " << ce.to_string();
 }
 
-inline void expect_fast_matches(const CaseSpec& spec, const PlanOptions& options,
+inline void expect_fast_matches(const CaseSpec& spec, const GpuOptions& options,
                                 const Bounds& b = {}) {
   expect_fast_matches(make_case(spec), options, b);
 }
@@ -148,8 +148,8 @@ inline void expect_fast_matches(const CaseSpec& spec, const PlanOptions& options
 // instance takes the call (requests of more than 32 rows; cuda/sm90/choice.h). Elsewhere it
 // runs exact (GpuFast.DeviceTableRunsFastOnlyWhereNative).
 inline bool own_choice_runs_fast(const HostCase& host, int chunk_tokens = 0) {
-  PlanOptions o;
-  o.force_chunk_tokens = chunk_tokens;
+  GpuOptions o;
+  o.tuning.chunk_tokens = chunk_tokens;
   return fast_blocker(host, o).empty();
 }
 
@@ -166,8 +166,8 @@ inline std::vector<int> fast_configs(const HostCase& host) {
 inline void run_fast_own_choice(const CaseSpec& spec, int chunk_tokens = 0) {
   const HostCase host = make_case(with_e4m3_cache(spec, spec.name + " e4m3 fast own choice"));
   if (!own_choice_runs_fast(host, chunk_tokens)) return;
-  PlanOptions o;
-  o.force_chunk_tokens = chunk_tokens;
+  GpuOptions o;
+  o.tuning.chunk_tokens = chunk_tokens;
   SCOPED_TRACE(host.spec.name);
   expect_fast_matches(host, o);
 }
@@ -177,11 +177,11 @@ inline void run_fast_own_choice(const CaseSpec& spec, int chunk_tokens = 0) {
 // gpu_check.h, TV_SKIP_IF_TABLES_MISSING, which covers sm_120's table).
 inline void run_fast_table(const CaseSpec& spec, int chunk_tokens = 0) {
   if (fast_tables().archs.empty()) return;
-  PlanOptions o;
-  o.force_config_arch = fast_tables().archs.front();
-  o.force_chunk_tokens = chunk_tokens;
+  GpuOptions o;
+  o.tuning.config_arch = fast_tables().archs.front();
+  o.tuning.chunk_tokens = chunk_tokens;
   const CaseSpec fast =
-      with_e4m3_cache(spec, fmt::format("{} e4m3 fast config {}", spec.name, o.force_config_arch));
+      with_e4m3_cache(spec, fmt::format("{} e4m3 fast config {}", spec.name, o.tuning.config_arch));
   SCOPED_TRACE(fast.name);
   expect_fast_matches(fast, o);
 }

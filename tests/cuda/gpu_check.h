@@ -21,6 +21,12 @@
 
 namespace treeverify::testing {
 
+// What a GPU test plans with: the options a user sets, and the tuning overrides
+// (treeverify/tuning.h) that force tile tables, row counts, chunk lengths and copies.
+struct GpuOptions : PlanOptions {
+  PlanTuning tuning;
+};
+
 #define TV_SKIP_WITHOUT_GPU()                                                                   \
   do {                                                                                          \
     std::string why;                                                                            \
@@ -39,14 +45,16 @@ struct TileConfigs {
   std::string missing;
 };
 // The tables of `archs` that this build and the current device can run forced
-// (cuda_config_runnable), and why each other one cannot.
+// (detail::config_runnable), and why each other one cannot.
 inline TileConfigs runnable_tables(std::initializer_list<int> archs) {
   TileConfigs c;
-  DeviceInfo device;
-  const int ordinal = detail::cuda_current_device();
-  const Status ds = detail::cuda_device_info(ordinal < 0 ? 0 : ordinal, &device);
+  detail::Machine machine;
+  detail::DeviceDescription device;
+  machine.build = detail::this_build();
+  Status ds = detail::cuda_describe(-1, &machine, &device);
+  if (ds.ok() && machine.device == nullptr) ds = Status(machine.no_device_code, machine.no_device);
   for (int arch : archs) {
-    const Status s = ds.ok() ? detail::cuda_config_runnable(arch, device) : ds;
+    const Status s = ds.ok() ? detail::config_runnable(arch, device, machine.build) : ds;
     if (s.ok())
       c.archs.push_back(arch);
     else
@@ -122,11 +130,11 @@ struct GpuResult {
 };
 
 // Plans and runs `host` on cuda-mma with poisoned outputs; fails the test on any error.
-inline GpuResult run_on_gpu(const HostCase& host, const PlanOptions& options) {
+inline GpuResult run_on_gpu(const HostCase& host, const GpuOptions& options) {
   GpuResult r;
-  PlanOptions o = options;
+  GpuOptions o = options;
   o.backend = Backend::kCudaMma;
-  const Status ps = plan(host.problem(), o, &r.plan);
+  const Status ps = plan(host.problem(), o, o.tuning, &r.plan);
   EXPECT_TRUE(ps.ok()) << ps.to_string();
   if (!ps.ok()) return r;
   DeviceCase dev(host);
@@ -173,7 +181,7 @@ inline void add_outlier_channels(HostCase& host) {
 
 // Gives every row the same scores, in steps along its request's keys (log2 units): 0 for the
 // first half, 9 for key L / 2, 4 to three quarters, 12 to the end. So the running max
-// moves by more than mma::kMaxLag (8, the kernels' lag) at the middle key, where the first
+// moves by more than kMaxLag (8, the kernels' lag) at the middle key, where the first
 // half's mass (2^-9 a key after the move) still outweighs it, and lags after it (the last
 // quarter at 2^3 a key): an O or l left unscaled at the move, or scaled for the wrong max, puts
 // the first half's keys 2^9 too heavy against the last quarter's. Written through rope channel
@@ -254,8 +262,8 @@ inline void check_plain_and_outliers(const CaseSpec& spec) {
       s.seed = fresh_seed();
       HostCase host = make_case(s);
       if (outliers) add_outlier_channels(host);
-      PlanOptions o;
-      o.force_config_arch = arch;
+      GpuOptions o;
+      o.tuning.config_arch = arch;
       const GpuResult gpu = run_on_gpu(host, o);
       const std::string what = fmt::format("{} seed {}", s.name, s.seed);
       expect_close_to_oracle(host, what, gpu, outliers ? kOutlierLseAbsTol : kLseAbsTol);
@@ -265,7 +273,7 @@ inline void check_plain_and_outliers(const CaseSpec& spec) {
 }
 
 // Runs on the GPU and checks against the oracle that rounds P like the kernel does.
-inline void expect_matches_oracle(const CaseSpec& spec, const PlanOptions& options = {}) {
+inline void expect_matches_oracle(const CaseSpec& spec, const GpuOptions& options = {}) {
   const HostCase host = make_case(spec);
   expect_close_to_oracle(host, fmt::format("{} seed {}", spec.name, spec.seed),
                          run_on_gpu(host, options));
@@ -282,9 +290,9 @@ inline void check_64_row_pages_heads_and_chunks(bool e4m3) {
   const int chunks[] = {0, 32, 96, 2048};
   for (int i = 0; i < 8; ++i) {
     const int h = heads[i];
-    PlanOptions o;
-    o.force_rows_per_cta = 64;
-    o.force_chunk_tokens = chunks[i % 4];
+    GpuOptions o;
+    o.tuning.rows_per_cta = 64;
+    o.tuning.chunk_tokens = chunks[i % 4];
     CaseSpec s{
         .name = fmt::format("64 rows forced, page {} H {} chunk {}", pages[i], h, chunks[i % 4]),
         .num_heads = h,

@@ -19,11 +19,11 @@ TEST(GpuE4M3, EveryVariantAndDtype) {
     for (int rows : {16, 32, 64}) {
       for (int arch : tile_configs().archs) {
         for (int chunk : {0, 64}) {
-          PlanOptions o;
-          o.force_config_arch = arch;
-          o.force_rows_per_cta = rows;
-          o.force_rows_per_cta = rows;
-          o.force_chunk_tokens = chunk;
+          GpuOptions o;
+          o.tuning.config_arch = arch;
+          o.tuning.rows_per_cta = rows;
+          o.tuning.rows_per_cta = rows;
+          o.tuning.chunk_tokens = chunk;
           const CaseSpec s = e4m3_spec(
               fmt::format("{} rows {} config {} chunk {}", dtype_name(dtype), rows, arch, chunk), 8,
               {9}, {3000}, 16, dtype);
@@ -39,8 +39,8 @@ TEST(GpuE4M3, EveryVariantAndDtype) {
 TEST(GpuE4M3, PagesTreesAndBatches) {
   TV_SKIP_WITHOUT_GPU();
   for (int arch : tile_configs().archs) {
-    PlanOptions o;
-    o.force_config_arch = arch;
+    GpuOptions o;
+    o.tuning.config_arch = arch;
     for (int page : {1, 4, 64, 128})
       expect_matches_oracle(
           e4m3_spec(fmt::format("page {} config {}", page, arch), 8, {16}, {20000}, page), o);
@@ -97,10 +97,10 @@ void expect_nan_code_reaches_only_its_rows(int arch, int heads, DType dtype, int
     ref.lse[row] = NAN;
     for (int c = 0; c < kVDim; ++c) ref.out[row * kVDim + c] = NAN;
   }
-  PlanOptions o;
-  o.force_config_arch = arch;
-  o.force_rows_per_cta = rows;
-  o.force_chunk_tokens = chunk;
+  GpuOptions o;
+  o.tuning.config_arch = arch;
+  o.tuning.rows_per_cta = rows;
+  o.tuning.chunk_tokens = chunk;
   const GpuResult gpu = run_on_gpu(bad, o);
   if (gpu.out.size() != bad.out_elems()) return;
   const Comparison c = compare_with_reference(dtype, gpu.out, gpu.lse.data(), ref.out, ref.lse);
@@ -147,10 +147,10 @@ TEST(GpuE4M3, SplitPartialsOfLargeValuesInFp16) {
                     : float_to_half(DType::kFP16, 0.1f * half_to_float(DType::kFP16, host.q[i]));
   for (int arch : tile_configs().archs)
     for (int rows : {16, 32, 64}) {
-      PlanOptions o;
-      o.force_config_arch = arch;
-      o.force_rows_per_cta = rows;
-      o.force_chunk_tokens = 64;
+      GpuOptions o;
+      o.tuning.config_arch = arch;
+      o.tuning.rows_per_cta = rows;
+      o.tuning.chunk_tokens = 64;
       const std::string what = fmt::format("config {} rows {} seed {}", arch, rows, host.spec.seed);
       SCOPED_TRACE(what);
       expect_close_to_oracle(host, what, run_on_gpu(host, o));

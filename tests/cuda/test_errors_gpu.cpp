@@ -23,9 +23,9 @@ TEST(GpuErrors, HostMemoryIsAClearError) {
   TV_SKIP_WITHOUT_GPU();
   const HostCase host = make_case(small_spec());
   Plan p;
-  PlanOptions o;
+  GpuOptions o;
   o.backend = Backend::kCudaMma;
-  ASSERT_TRUE(plan(host.problem(), o, &p).ok());
+  ASSERT_TRUE(plan(host.problem(), o, o.tuning, &p).ok());
   DeviceCase dev(host);
   dev.ensure_workspace(p.workspace_bytes);
   dev.poison_outputs();
@@ -46,15 +46,15 @@ TEST(GpuErrors, UnknownConfigurationAndShortWorkspace) {
   TV_SKIP_WITHOUT_GPU();
   const HostCase host = make_case(small_spec());
   Plan p;
-  PlanOptions o;
+  GpuOptions o;
   o.backend = Backend::kCudaMma;
-  o.force_config_arch = 75;  // no mma.sync bf16 there: no tile configuration
-  const Status s = plan(host.problem(), o, &p);
+  o.tuning.config_arch = 75;  // no mma.sync bf16 there: no tile configuration
+  const Status s = plan(host.problem(), o, o.tuning, &p);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.to_string();
   EXPECT_NE(s.message().find("sm_75"), std::string::npos) << s.message();
 
-  o.force_config_arch = 0;
-  ASSERT_TRUE(plan(host.problem(), o, &p).ok());
+  o.tuning.config_arch = 0;
+  ASSERT_TRUE(plan(host.problem(), o, o.tuning, &p).ok());
   ASSERT_GT(p.workspace_bytes, 0u);
   DeviceCase dev(host);
   dev.ensure_workspace(p.workspace_bytes);
@@ -69,9 +69,9 @@ TEST(GpuErrors, StridedOutputMatchesContiguous) {
   const HostCase host = make_case(small_spec());
   const GpuResult ref = run_on_gpu(host, {});
   Plan p;
-  PlanOptions o;
+  GpuOptions o;
   o.backend = Backend::kCudaMma;
-  ASSERT_TRUE(plan(host.problem(), o, &p).ok());
+  ASSERT_TRUE(plan(host.problem(), o, o.tuning, &p).ok());
   const int64_t heads = host.spec.num_heads, pad = 3, stride = (heads + pad) * kVDim;
   const size_t padded = static_cast<size_t>(host.total_q()) * stride;
   void* out = nullptr;
@@ -106,13 +106,13 @@ TEST(GpuErrors, StridedQueryMatchesContiguous) {
       spec.tree_sizes = {rows == 16 ? 1 : 17};
       SCOPED_TRACE(spec.name);
       const HostCase host = make_case(spec);
-      PlanOptions o;
+      GpuOptions o;
       o.backend = Backend::kCudaMma;
-      o.force_rows_per_cta = rows;
-      o.force_chunk_tokens = chunk;
+      o.tuning.rows_per_cta = rows;
+      o.tuning.chunk_tokens = chunk;
       const GpuResult ref = run_on_gpu(host, o);
       Plan p;
-      ASSERT_TRUE(plan(host.problem(), o, &p).ok());
+      ASSERT_TRUE(plan(host.problem(), o, o.tuning, &p).ok());
       const int64_t heads = host.spec.num_heads, head_stride = kQKDim + 24;
       const int64_t token_stride = (heads + 2) * head_stride;
       const size_t padded = static_cast<size_t>(host.total_q()) * token_stride;

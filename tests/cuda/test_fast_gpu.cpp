@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "../cpu/cpu_test_util.h"
-#include "cuda/mma/config.h"
+#include "cuda/sm80/config.h"
 #include "fast_check.h"
 #include "treeverify/system.h"
 
@@ -26,10 +26,10 @@ TEST(GpuFast, EveryVariantAndDtype) {
     for (int rows : {16, 32, 64}) {
       for (int arch : fast_tables().archs) {
         for (int chunk : {0, 64}) {
-          PlanOptions o;
-          o.force_config_arch = arch;
-          o.force_rows_per_cta = rows;
-          o.force_chunk_tokens = chunk;
+          GpuOptions o;
+          o.tuning.config_arch = arch;
+          o.tuning.rows_per_cta = rows;
+          o.tuning.chunk_tokens = chunk;
           const CaseSpec s = e4m3_spec(
               fmt::format("{} rows {} config {} chunk {}", dtype_name(dtype), rows, arch, chunk), 8,
               {9}, {3000}, 16, dtype);
@@ -51,8 +51,8 @@ TEST(GpuFast, OutlierChannels) {
     HostCase host =
         make_case(e4m3_spec(fmt::format("outliers config {}", arch), 16, {16}, {20000}, 64));
     add_outlier_channels(host);
-    PlanOptions o;
-    o.force_config_arch = arch;
+    GpuOptions o;
+    o.tuning.config_arch = arch;
     expect_fast_matches(
         host, o,
         Bounds{.exact_out = kOutlierOutTol, .exact_lse = kOutlierLseTol, .wgmma_same_scale = 10});
@@ -65,8 +65,8 @@ TEST(GpuFast, Deterministic) {
   TV_SKIP_WITHOUT_GPU();
   const HostCase host = make_case(e4m3_spec("determinism", 8, {64}, {150000}, 1));
   for (int arch : fast_configs(host)) {
-    PlanOptions o;
-    o.force_config_arch = arch;
+    GpuOptions o;
+    o.tuning.config_arch = arch;
     o.precision = Precision::kFast;
     SCOPED_TRACE(fmt::format("config {}", arch));
     const GpuResult a = run_on_gpu(host, o);
@@ -90,10 +90,10 @@ TEST(GpuFast, DeviceTableRunsFastOnlyWhereNative) {
     const int nodes = heads == 8 ? 16 : 1;
     const HostCase host = make_case(
         e4m3_spec(fmt::format("device table {} rows", heads * nodes), heads, {nodes}, {5000}, 64));
-    PlanOptions o;
+    GpuOptions o;
     o.precision = Precision::kFast;
     SCOPED_TRACE(host.spec.name);
-    if (cuda::mma::native_fp8_mma(sm) || (wgmma && heads * nodes > 32)) {
+    if (cuda::sm80::native_fp8_mma(sm) || (wgmma && heads * nodes > 32)) {
       expect_fast_matches(host, o);
       continue;
     }
@@ -115,8 +115,8 @@ TEST(GpuFast, NanCodeReachesOnlyTheRowsThatSeeIt) {
     clean.parents = {-1, 0, 1, 1};
     HostCase bad = clean;
     bad.kv8[tvtest::token_offset(bad, 0, 33) + 7] = 0x7f;
-    PlanOptions o;
-    o.force_config_arch = arch;
+    GpuOptions o;
+    o.tuning.config_arch = arch;
     o.precision = Precision::kFast;
     const GpuResult gpu = run_on_gpu(bad, o);
     if (gpu.out.size() != bad.out_elems()) return;

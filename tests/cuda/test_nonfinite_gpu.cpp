@@ -20,9 +20,9 @@ TEST(GpuNonFinite, ValuesReachOnlyTheRowsThatSeeThem) {
             const HostCase bad = tvtest::poisoned(clean, p);
             for (int arch : tile_configs().archs) {
               for (int chunk : {0, 64}) {
-                PlanOptions o;
-                o.force_config_arch = arch;
-                o.force_chunk_tokens = chunk;
+                GpuOptions o;
+                o.tuning.config_arch = arch;
+                o.tuning.chunk_tokens = chunk;
                 const GpuResult gpu = run_on_gpu(bad, o);
                 if (gpu.out.size() != bad.out_elems()) return;  // the run failed the test
                 const Comparison c =
@@ -52,9 +52,9 @@ TEST(GpuNonFinite, EveryVariantOnce) {
     const HostCase bad = tvtest::poisoned(clean, p);
     for (int arch : tile_configs().archs) {
       for (int chunk : {0, 32}) {
-        PlanOptions o;
-        o.force_config_arch = arch;
-        o.force_chunk_tokens = chunk;
+        GpuOptions o;
+        o.tuning.config_arch = arch;
+        o.tuning.chunk_tokens = chunk;
         const GpuResult gpu = run_on_gpu(bad, o);
         if (gpu.out.size() != bad.out_elems()) return;
         const Comparison c =

@@ -36,9 +36,9 @@ CaseSpec spec(std::string name, int heads, std::vector<int32_t> trees,
 
 void run_all_configs(const CaseSpec& s, int chunk_tokens = 0) {
   for (int arch : tile_configs().archs) {
-    PlanOptions o;
-    o.force_config_arch = arch;
-    o.force_chunk_tokens = chunk_tokens;
+    GpuOptions o;
+    o.tuning.config_arch = arch;
+    o.tuning.chunk_tokens = chunk_tokens;
     SCOPED_TRACE(fmt::format("{} config {}", s.name, arch));
     CaseSpec fresh = s;
     fresh.seed = fresh_seed();
@@ -47,8 +47,8 @@ void run_all_configs(const CaseSpec& s, int chunk_tokens = 0) {
   // The same case with an e4m3 cache: exact mode under the device's table, fast mode under
   // sm_120's and the device's own (issue 12: every case in both).
   const CaseSpec e4m3 = with_e4m3_cache(s, s.name + " e4m3 exact");
-  PlanOptions o;
-  o.force_chunk_tokens = chunk_tokens;
+  GpuOptions o;
+  o.tuning.chunk_tokens = chunk_tokens;
   SCOPED_TRACE(e4m3.name);
   expect_matches_oracle(e4m3, o);
   run_fast_table(s, chunk_tokens);
@@ -134,8 +134,8 @@ TEST(GpuVerify, CombineShapes) {
           }
           if (!same) continue;
           found = true;
-          PlanOptions o;
-          o.force_chunk_tokens = kChunk;
+          GpuOptions o;
+          o.tuning.chunk_tokens = kChunk;
           const CaseSpec s = spec(fmt::format("combine {} columns {} lanes: H {} T {} L {}",
                                               target.cols, target.lanes, heads, tree, prefix),
                                   heads, {tree}, {prefix}, 16);
@@ -155,9 +155,9 @@ TEST(GpuVerify, EveryVariant) {
   for (DType dtype : {DType::kBF16, DType::kFP16}) {
     for (int rows : {16, 32, 64}) {
       for (int arch : tile_configs().archs) {
-        PlanOptions o;
-        o.force_config_arch = arch;
-        o.force_rows_per_cta = rows;
+        GpuOptions o;
+        o.tuning.config_arch = arch;
+        o.tuning.rows_per_cta = rows;
         const CaseSpec s = spec(fmt::format("{} rows {} config {}", dtype_name(dtype), rows, arch),
                                 8, {9}, {3000}, 16, TreeShape::kRandom, dtype);
         SCOPED_TRACE(s.name);
@@ -176,8 +176,8 @@ TEST(GpuVerify, WgmmaPagesHeadsAndChunks) {
 }
 
 // The wgmma kernel's producer copies whole tiles inside one page of 64 rows or more by TMA
-// tensor copies (plan.cpp: state.tma), and every other tile, or every tile with
-// PlanOptions::disable_tma, by cp.async. A 16-bit tile lands the same bytes in the same
+// tensor copies (core/select.cpp: state.tma), and every other tile, or every tile with
+// PlanTuning::disable_tma, by cp.async. A 16-bit tile lands the same bytes in the same
 // swizzle either way; an e4m3 tile's codes land in one staging layout either way and are
 // widened by the same code; in fast mode the codes land where wgmma reads them either way. So
 // the two runs agree bit for bit, and the TMA run matches the oracle (fast mode: both of
@@ -189,12 +189,12 @@ TEST(GpuVerify, WgmmaTmaCopiesMatchCpAsync) {
   TV_SKIP_WITHOUT_GPU();
   const int pages[] = {64, 128, 128, 64, 128};
   const int chunks[] = {0, 96, 2048, 160, 160};
-  auto compare = [](const CaseSpec& s, const PlanOptions& o) {
+  auto compare = [](const CaseSpec& s, const GpuOptions& o) {
     SCOPED_TRACE(fmt::format("{} seed {}", s.name, s.seed));
     const HostCase host = make_case(s);
-    PlanOptions off = o;
-    off.disable_tma = true;
-    off.force_tma = false;
+    GpuOptions off = o;
+    off.tuning.disable_tma = true;
+    off.tuning.force_tma = false;
     const GpuResult tma = run_on_gpu(host, o), copies = run_on_gpu(host, off);
     EXPECT_FALSE(copies.plan.state.tma);
     // No sm_90a code on this device, or a runtime without tensor maps (CUDA < 12.5): nothing
@@ -214,14 +214,14 @@ TEST(GpuVerify, WgmmaTmaCopiesMatchCpAsync) {
     else
       expect_close_to_oracle(host, s.name, tma);
   };
-  auto fast = [](PlanOptions o) {
+  auto fast = [](GpuOptions o) {
     o.precision = Precision::kFast;
     return o;
   };
   for (int i = 0; i < 5; ++i) {
-    PlanOptions o;
-    o.force_rows_per_cta = 64;  // the wgmma kernel on sm_90a code, whatever the cost model says
-    o.force_chunk_tokens = chunks[i];
+    GpuOptions o;
+    o.tuning.rows_per_cta = 64;  // the wgmma kernel on sm_90a code, whatever the cost model says
+    o.tuning.chunk_tokens = chunks[i];
     const CaseSpec s =
         spec(fmt::format("TMA, page {} chunk {}", pages[i], chunks[i]), 8, {37, 5, 64},
              {5000, 700, 63}, pages[i], TreeShape::kRandom, i % 2 ? DType::kFP16 : DType::kBF16);
@@ -231,14 +231,14 @@ TEST(GpuVerify, WgmmaTmaCopiesMatchCpAsync) {
   }
   // 128 rows (two row blocks) of a 16-bit cache: cp.async, where TMA copies measured slower,
   // unless forced; of an e4m3 cache: TMA.
-  PlanOptions o;
-  o.force_rows_per_cta = 64;
+  GpuOptions o;
+  o.tuning.rows_per_cta = 64;
   const CaseSpec few = spec("128 rows", 8, {16}, {3000}, 64);
   const GpuResult plain = run_on_gpu(make_case(few), o);
   EXPECT_FALSE(plain.plan.state.tma) << plain.plan.kernel << ": " << plain.plan.reason;
   compare(with_e4m3_cache(few, "128 rows e4m3"), o);
   compare(with_e4m3_cache(few, "128 rows e4m3 fast"), fast(o));
-  o.force_tma = true;
+  o.tuning.force_tma = true;
   compare(few, o);
 }
 
@@ -284,9 +284,9 @@ TEST(GpuVerify, ScoreSteps) {
           s.seed = fresh_seed();
           HostCase host = make_case(s);
           set_score_steps(host);
-          PlanOptions o;
-          o.force_config_arch = arch;
-          o.force_chunk_tokens = chunk;
+          GpuOptions o;
+          o.tuning.config_arch = arch;
+          o.tuning.chunk_tokens = chunk;
           const std::string what =
               fmt::format("steps {} config {} chunk {} seed {}", s.name, arch, chunk, s.seed);
           SCOPED_TRACE(what);
@@ -304,12 +304,12 @@ TEST(GpuVerify, StepDataFollowsThePlan) {
   TV_SKIP_WITHOUT_GPU();
   const HostCase a = make_case(spec("step A", 4, {40}, {900}, 16, TreeShape::kRandom));
   const HostCase b = make_case(spec("step B", 4, {40}, {900}, 16, TreeShape::kBushy));
-  PlanOptions o;
+  GpuOptions o;
   o.backend = Backend::kCudaMma;
-  o.force_chunk_tokens = 256;  // split, so partials share the workspace with the mask
+  o.tuning.chunk_tokens = 256;  // split, so partials share the workspace with the mask
   Plan pa, pb;
-  ASSERT_TRUE(plan(a.problem(), o, &pa).ok());
-  ASSERT_TRUE(plan(b.problem(), o, &pb).ok());
+  ASSERT_TRUE(plan(a.problem(), o, o.tuning, &pa).ok());
+  ASSERT_TRUE(plan(b.problem(), o, o.tuning, &pb).ok());
   ASSERT_NE(pa.state.id, pb.state.id);
   DeviceCase da(a), db(b);
   const size_t bytes = std::max(pa.workspace_bytes, pb.workspace_bytes);
@@ -338,12 +338,12 @@ TEST(GpuVerify, GraphBringsItsOwnStepData) {
   TV_SKIP_WITHOUT_GPU();
   const HostCase a = make_case(spec("graph A", 4, {40}, {900}, 16, TreeShape::kRandom));
   const HostCase b = make_case(spec("eager B", 4, {40}, {900}, 16, TreeShape::kBushy));
-  PlanOptions o;
+  GpuOptions o;
   o.backend = Backend::kCudaMma;
-  o.force_chunk_tokens = 256;
+  o.tuning.chunk_tokens = 256;
   Plan pa, pb;
-  ASSERT_TRUE(plan(a.problem(), o, &pa).ok());
-  ASSERT_TRUE(plan(b.problem(), o, &pb).ok());
+  ASSERT_TRUE(plan(a.problem(), o, o.tuning, &pa).ok());
+  ASSERT_TRUE(plan(b.problem(), o, o.tuning, &pb).ok());
   DeviceCase da(a), db(b);
   const size_t bytes = std::max(pa.workspace_bytes, pb.workspace_bytes);
   void* ws = nullptr;
@@ -382,8 +382,8 @@ TEST(GpuVerify, Deterministic) {
   TV_SKIP_WITHOUT_GPU();
   const HostCase host = make_case(spec("determinism", 8, {64}, {150000}, 1));
   for (int arch : tile_configs().archs) {
-    PlanOptions o;
-    o.force_config_arch = arch;
+    GpuOptions o;
+    o.tuning.config_arch = arch;
     SCOPED_TRACE(fmt::format("config {}", arch));
     const GpuResult a = run_on_gpu(host, o);
     const GpuResult b = run_on_gpu(host, o);

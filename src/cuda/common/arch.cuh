@@ -33,6 +33,13 @@
 #define TV_HAS_MMA_E4M3 0
 #endif
 
+// cvt.rn.f16x2.e4m3x2 (e4m3 codes to fp16 pairs): sm_89 and later (PTX ISA: "cvt").
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define TV_HAS_CVT_E4M3 1
+#else
+#define TV_HAS_CVT_E4M3 0
+#endif
+
 // Warpgroup MMA (wgmma.mma_async) with its fences: code compiled for sm_90a only (PTX ISA:
 // "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"); sm_90 without the "a" and newer
 // architectures do not have it.

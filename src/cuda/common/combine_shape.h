@@ -57,7 +57,7 @@ constexpr CombineShape combine_shape(int cols, int lanes, int64_t rows, int num_
 
 // The shape for `rows` rows (the grid's: the largest request's rows x requests) of
 // `num_chunks` partials each, on a device of `device_sms` SMs. In order of what it costs
-// (H200, 2026-12-04, ncu and whole calls; cuda/mma/DESIGN_NOTES.md, "Small work"):
+// (H200, 2026-12-04, ncu and whole calls; cuda/sm80/DESIGN_NOTES.md, "Small work"):
 //   1. the fewest rounds of loads, times the waves of blocks: each round is a trip to L2 that
 //      nothing hides (S2's 17 chunks read in two rounds took 9.4 us, in one 6.9);
 //   2. enough blocks to give each SM two (where a call leaves SMs idle, a programmatic

@@ -10,8 +10,8 @@ struct WgmmaQuery {
   int device_sm;           // the GPU's SM version
   int code_arch;           // the architecture its loaded code was compiled for
   bool built;              // this build has sm_90a code (launcher.h, kWgmmaBuilt)
-  int forced_config_arch;  // PlanOptions::force_config_arch (0: none)
-  int forced_rows;         // PlanOptions::force_rows_per_cta (0: none)
+  int forced_config_arch;  // PlanTuning::config_arch (0: none)
+  int forced_rows;         // PlanTuning::rows_per_cta (0: none)
   int64_t max_rows;        // rows (heads x nodes) of the largest request
 };
 

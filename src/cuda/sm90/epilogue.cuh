@@ -5,7 +5,9 @@
 
 #include <type_traits>
 
-#include "cuda/mma/tile_ops.cuh"
+#include "cuda/common/cta_work.cuh"
+#include "cuda/common/mma.cuh"
+#include "cuda/common/online_softmax.cuh"
 #include "cuda/sm90/softmax.cuh"
 
 namespace treeverify::cuda::sm90 {
@@ -25,7 +27,7 @@ __device__ __forceinline__ bool nonfinite2(uint32_t v) {
 // part_scale / l (1, or 1 / 448 in fast mode) as a partial in T and its lse (log2) for the
 // combine, which applies kv_scale (an e4m3 partial in the codes' units: combine.cuh); a
 // row with a non-finite value in O or l is marked NaN in s_lse for the recomputation (the portable
-// epilogue's contract, cuda/mma/tile_ops.cuh).
+// epilogue's contract, cuda/sm80/tile_ops.cuh).
 // The rows go through shared memory (s_out, a free stage) so that the code each CTA runs once is
 // short: stored from the accumulators in place, the unrolled normalise/pack/exchange/store
 // sequence was 13.8 KB of SASS, and fetching it cold was about half of S1's instruction-fetch
@@ -48,7 +50,7 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
       const float l = s_sum[r] + s_sum[Tile::kRows + r];
       // A partial stays in the codes' units (combine.cuh); the combine applies kv_scale.
       s_inv_l[r] = l == 0.f ? 0.f : (w.final_out ? v_scale : part_scale) / l;
-      s_lse[r] = l == 0.f ? mma::kNegInf : rows.m[h] + __log2f(l);
+      s_lse[r] = l == 0.f ? kNegInf : rows.m[h] + __log2f(l);
     }
   }
   consumer_sync();

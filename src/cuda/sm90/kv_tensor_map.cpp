@@ -30,10 +30,10 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
 bool kv_tensor_maps_available() { return encode_function() != nullptr; }
 
 bool encode_kv_tensor_maps(KvTensorMaps* maps, const void* kv, int64_t num_pages, int page_size,
-                           mma::KvMode mode) {
+                           KvMode mode) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_function();
   if (encode == nullptr || page_size < 64 || num_pages <= 0) return false;
-  const bool e4m3 = mode != mma::KvMode::k16;
+  const bool e4m3 = mode != KvMode::k16;
   const cuuint64_t row_bytes = e4m3 ? kQKDim : kQKDim * 2;
   const cuuint64_t dims[3] = {kQKDim, static_cast<cuuint64_t>(page_size),
                               static_cast<cuuint64_t>(num_pages)};
@@ -50,13 +50,13 @@ bool encode_kv_tensor_maps(KvTensorMaps* maps, const void* kv, int64_t num_pages
   KvTensorMaps m{};
   bool ok = false;
   switch (mode) {
-    case mma::KvMode::k16:  // one 64-value block of a 64-token tile
+    case KvMode::k16:  // one 64-value block of a 64-token tile
       ok = encode_box(&m.main, 64, CU_TENSOR_MAP_SWIZZLE_128B);
       break;
-    case mma::KvMode::kE4M3:  // 128 codes of each of its rows, unswizzled
+    case KvMode::kE4M3:  // 128 codes of each of its rows, unswizzled
       ok = encode_box(&m.main, 128, CU_TENSOR_MAP_SWIZZLE_NONE);
       break;
-    case mma::KvMode::kE4M3Fast:  // codes 128 j .. 128 j + 127 (j < 4), then codes 512-575
+    case KvMode::kE4M3Fast:  // codes 128 j .. 128 j + 127 (j < 4), then codes 512-575
       ok = encode_box(&m.main, 128, CU_TENSOR_MAP_SWIZZLE_128B) &&
            encode_box(&m.tail, kQKDim - 512, CU_TENSOR_MAP_SWIZZLE_64B);
       break;

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cuda/mma/params.h"
+#include "cuda/common/params.h"
 
 namespace treeverify::cuda::sm90 {
 
@@ -38,6 +38,6 @@ bool kv_tensor_maps_available();
 // 64 (a 64-row box per tile). Returns false, with `maps` untouched, where the driver has no
 // cuTensorMapEncodeTiled or refuses the tensor.
 bool encode_kv_tensor_maps(KvTensorMaps* maps, const void* kv, int64_t num_pages, int page_size,
-                           mma::KvMode mode);
+                           KvMode mode);
 
 }  // namespace treeverify::cuda::sm90

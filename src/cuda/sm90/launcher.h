@@ -7,7 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "build_config.h"
-#include "cuda/mma/params.h"
+#include "cuda/common/params.h"
 #include "cuda/sm90/kv_tensor_map.h"
 #include "cuda/sm90/tile.h"
 #include "treeverify/types.h"
@@ -22,11 +22,11 @@ inline constexpr bool kWgmmaBuilt = TREEVERIFY_CUDA_SM90A != 0;
 // blocks of WgmmaTile::kRows, y chunks, z requests, as the portable kernel's). kv_maps: the
 // cache's tensor maps for `mode` (kv_tensor_map.h) for TMA copies of whole tiles, or null
 // (cp.async only).
-cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid,
-                                cudaStream_t stream, DType dtype, mma::KvMode mode,
+cudaError_t launch_verify_wgmma(const VerifyKernelParams& params, dim3 grid,
+                                cudaStream_t stream, DType dtype, KvMode mode,
                                 const KvTensorMaps* kv_maps);
 
 // How many CTAs of the kernel one SM runs at once on the current device (0 on error).
-int verify_wgmma_ctas_per_sm(DType dtype, mma::KvMode mode);
+int verify_wgmma_ctas_per_sm(DType dtype, KvMode mode);
 
 }  // namespace treeverify::cuda::sm90

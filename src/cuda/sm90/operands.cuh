@@ -11,7 +11,9 @@
 
 #include "cuda/common/arch.cuh"
 #include "cuda/common/bulk_copy.cuh"
-#include "cuda/mma/tile_ops.cuh"
+#include "cuda/common/cta_work.cuh"
+#include "cuda/common/e4m3.cuh"
+#include "cuda/common/mma.cuh"
 #include "cuda/sm90/fast_operands.cuh"
 #include "cuda/sm90/kv_tensor_map.h"
 #include "cuda/sm90/tile.h"
@@ -19,8 +21,6 @@
 
 namespace treeverify::cuda::sm90 {
 
-using mma::CtaWork;
-using mma::VerifyKernelParams;
 using Tile = WgmmaTile;
 
 // Where 16-byte unit u (values 8 u .. 8 u + 7) of 64-value block kb of row r lies in a Q or
@@ -54,7 +54,7 @@ __device__ __forceinline__ void copy_q(const VerifyKernelParams& p, const CtaWor
 
 // Exact mode on an e4m3 cache: rewrites the CTA's landed 16-bit Q rows in place as fp16 (the
 // products' type) and row r's factor back to the true scores, times `kv_scale`, in s_scale[r]
-// (the portable kernel's rule, cuda/mma/fp8_ops.cuh prepare_q_f16): bf16 rows are multiplied
+// (the portable kernel's rule, cuda/sm80/fp8_ops.cuh prepare_q_f16): bf16 rows are multiplied
 // by 2^s, the power of two that brings the row's largest magnitude into [2^14, 2^15)
 // (exact_q_shift, cuda/common/fp8_convert.h), then rounded to fp16, which holds every bf16
 // value of the row exactly down to 2^-38 of its largest; s_scale[r] = 2^-s kv_scale. A row with a
@@ -100,7 +100,7 @@ __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, floa
 }
 
 // Rewrites the CTA's landed 16-bit Q rows (copy_q) as e4m3 codes in fast mode's layout, with
-// row r's scale times kv_scale in s_scale[r] (the portable kernel's rule, cuda/mma/fp8_ops.cuh
+// row r's scale times kv_scale in s_scale[r] (the portable kernel's rule, cuda/sm80/fp8_ops.cuh
 // quantize_q, and the oracle's, core/fp8_rounding.h: inv = 448 / amax capped at 2^126, code =
 // e4m3(q x inv), scale = 1 / inv; a NaN or infinity leaves NaN codes, so the row ends NaN and is
 // recomputed). Thread t holds unit t % 8 of each block of rows t / 8 and t / 8 + 32 (copy_q's
@@ -209,8 +209,8 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         uint32_t o[4];
-        mma::e4m3x4_to_f16x2x2(x[i][2 * h], o[0], o[1]);
-        mma::e4m3x4_to_f16x2x2(x[i][2 * h + 1], o[2], o[3]);
+        e4m3x4_to_f16x2x2(x[i][2 * h], o[0], o[1]);
+        e4m3x4_to_f16x2x2(x[i][2 * h + 1], o[2], o[3]);
         asm volatile(
             "{\n.reg .pred p;\nsetp.ne.u32 p, %5, 0;\n"
             "@p st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n}\n" ::"r"(

@@ -3,7 +3,9 @@
 // max and sum, and P's hand-off to the other warpgroup through shared memory.
 #pragma once
 
-#include "cuda/mma/tile_ops.cuh"
+#include "cuda/common/cta_work.cuh"
+#include "cuda/common/mma.cuh"
+#include "cuda/common/online_softmax.cuh"
 #include "cuda/sm90/operands.cuh"
 
 namespace treeverify::cuda::sm90 {
@@ -17,7 +19,7 @@ struct Rows {
   int r[2];
   bool valid[2];
   int node[2];                                // request-relative tree node of the row
-  float m[2] = {mma::kNegInf, mma::kNegInf};  // running max (log2 units) O and l are relative to
+  float m[2] = {kNegInf, kNegInf};  // running max (log2 units) O and l are relative to
   float l[2] = {0.f, 0.f};                    // running sum over this warpgroup's own tiles
   float scale_log2[2];  // the scores' factor: softmax scale x log2(e) (x Q's row scale x kv_scale)
 };
@@ -26,8 +28,8 @@ struct Rows {
 // the reference P subtracts (a row that has seen nothing yet keeps m = -inf; it subtracts 0 so
 // exp2 gives 0).
 __device__ __forceinline__ float rescale(Rows& rows, int h, float m_new, float* m_ref) {
-  *m_ref = m_new == mma::kNegInf ? 0.f : m_new;
-  const float alpha = mma::fast_exp2(rows.m[h] - *m_ref);
+  *m_ref = m_new == kNegInf ? 0.f : m_new;
+  const float alpha = fast_exp2(rows.m[h] - *m_ref);
   rows.m[h] = m_new;
   return alpha;
 }
@@ -55,13 +57,13 @@ __device__ __forceinline__ void scale_o(float (&o)[128], const float (&alpha)[2]
 
 // The scores of the 64-token tile from `first` to probabilities in place: mask, new running
 // max (alpha, the rescale of O, returned for each row; kLagging: the max lags by up to
-// mma::kMaxLag, for 16-bit P) and row sums (of the unrounded probabilities) into rows.l.
+// kMaxLag, for 16-bit P) and row sums (of the unrounded probabilities) into rows.l.
 template <bool kLagging>
 __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
                                              float (&s)[32], int first, Rows& rows,
                                              float (&alpha)[2]) {
   const int col0 = 2 * (static_cast<int>(threadIdx.x) % 4);
-  float tile_max[2] = {mma::kNegInf, mma::kNegInf};
+  float tile_max[2] = {kNegInf, kNegInf};
   if (rows.valid[0] && rows.valid[1] && first + Tile::kTokens <= min(w.prefix, w.tok_end)) {
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
@@ -80,7 +82,7 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
             p.tree_mask + static_cast<int64_t>(w.q0 + rows.node[h]) * p.mask_words;
         visible = node == rows.node[h] || ((__ldg(mask + node / 32) >> (node % 32)) & 1u);
       }
-      s[i] = visible ? s[i] * rows.scale_log2[h] : mma::kNegInf;
+      s[i] = visible ? s[i] * rows.scale_log2[h] : kNegInf;
       tile_max[h] = fmaxf(tile_max[h], s[i]);
     }
   }
@@ -89,12 +91,12 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
   for (int h = 0; h < 2; ++h) {
     tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
     tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-    alpha[h] = rescale(rows, h, mma::next_running_max<kLagging>(rows.m[h], tile_max[h]), &m_ref[h]);
+    alpha[h] = rescale(rows, h, next_running_max<kLagging>(rows.m[h], tile_max[h]), &m_ref[h]);
   }
   float sum[2] = {0.f, 0.f};
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
-    s[i] = mma::fast_exp2(s[i] - m_ref[(i / 2) % 2]);
+    s[i] = fast_exp2(s[i] - m_ref[(i / 2) % 2]);
     sum[(i / 2) % 2] += s[i];
   }
 #pragma unroll

@@ -26,7 +26,7 @@ struct WgmmaTile {
   static constexpr int kThreads = kConsumerThreads + 128;
   static constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
   static constexpr int kMinBlocks = 1;
-  static constexpr bool kHalves = false;  // for mma::cta_work (the portable kernel's halves)
+  static constexpr bool kHalves = false;  // for cta_work (the portable kernel's halves)
   // Rows of 576 values (Q, K and V) are stored in wgmma's 128-byte-swizzle layout: 9 blocks
   // of 64 values, block b of row r the 128 bytes at b kBlockBytes + 128 r, its 16-byte unit u
   // at unit u ^ (r % 8) (so the 8 rows of a core-matrix group fall in 8 different bank

@@ -25,15 +25,15 @@ struct Kernel {
 
 // f(Kernel) for the instance of `dtype`, `mode` and `tma`.
 template <typename T, typename F>
-auto with_kernel_of(mma::KvMode mode, bool tma, F f) {
-  if (mode == mma::KvMode::kE4M3Fast)
+auto with_kernel_of(KvMode mode, bool tma, F f) {
+  if (mode == KvMode::kE4M3Fast)
     return tma ? f(Kernel<T, true, true, true>{}) : f(Kernel<T, true, true, false>{});
-  if (mode == mma::KvMode::kE4M3)
+  if (mode == KvMode::kE4M3)
     return tma ? f(Kernel<T, true, false, true>{}) : f(Kernel<T, true, false, false>{});
   return tma ? f(Kernel<T, false, false, true>{}) : f(Kernel<T, false, false, false>{});
 }
 template <typename F>
-auto with_kernel(DType dtype, mma::KvMode mode, bool tma, F f) {
+auto with_kernel(DType dtype, KvMode mode, bool tma, F f) {
   return dtype == DType::kBF16 ? with_kernel_of<__nv_bfloat16>(mode, tma, f)
                                : with_kernel_of<__half>(mode, tma, f);
 }
@@ -45,8 +45,8 @@ cudaError_t raise_smem_limit(K) {
 
 }  // namespace
 
-cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid,
-                                cudaStream_t stream, DType dtype, mma::KvMode mode,
+cudaError_t launch_verify_wgmma(const VerifyKernelParams& params, dim3 grid,
+                                cudaStream_t stream, DType dtype, KvMode mode,
                                 const KvTensorMaps* kv_maps) {
   const bool tma = kv_maps != nullptr;
   const KvTensorMaps maps = tma ? *kv_maps : KvTensorMaps{};
@@ -57,7 +57,7 @@ cudaError_t launch_verify_wgmma(const mma::VerifyKernelParams& params, dim3 grid
   });
 }
 
-int verify_wgmma_ctas_per_sm(DType dtype, mma::KvMode mode) {
+int verify_wgmma_ctas_per_sm(DType dtype, KvMode mode) {
   // The TMA instances have the same shared memory and block size.
   return with_kernel(dtype, mode, /*tma=*/false, [&](auto kernel) {
     int blocks = 0;

@@ -21,11 +21,11 @@
 // O_g is 128 fp32 registers a thread. The epilogue is the portable kernel's contract: a
 // one-chunk request writes out/lse, a split one a partial in T and its lse (log2) for the
 // combine kernel, and rows that come out non-finite are recomputed exactly
-// (cuda/mma/nonfinite.cuh).
+// (cuda/common/nonfinite.cuh).
 // On an e4m3 cache (exact mode, kE4M3) the products are fp16: the producer and the
 // warpgroup that scores a tile each widen half of its codes in shared memory (operands.cuh), Q
 // is rescaled a row by a power of two into fp16, the scores take that factor times kv_scale
-// and O takes kv_scale: the portable kernel's exact mode (cuda/mma/fp8_ops.cuh), on wgmma.
+// and O takes kv_scale: the portable kernel's exact mode (cuda/sm80/fp8_ops.cuh), on wgmma.
 // In fast mode (kFast: Q and P in e4m3, the portable kernel's fast-mode contract) the products
 // are e4m3 wgmma, which takes 8-bit operands K-major only: Q is rounded to codes a row with a
 // scale (quantize_q_e4m3), K's codes are used as they land, and P V runs transposed, O^T +=
@@ -39,8 +39,11 @@
 
 #include "cuda/common/arch.cuh"
 #include "cuda/common/bulk_copy.cuh"
-#include "cuda/mma/nonfinite.cuh"
-#include "cuda/mma/tile_ops.cuh"
+#include "cuda/common/cta_work.cuh"
+#include "cuda/common/e4m3.cuh"
+#include "cuda/common/mma.cuh"
+#include "cuda/common/nonfinite.cuh"
+#include "cuda/common/online_softmax.cuh"
 #include "cuda/sm90/epilogue.cuh"
 #include "cuda/sm90/fast_pipeline.cuh"
 #include "cuda/sm90/kv_tensor_map.h"
@@ -51,9 +54,9 @@
 
 namespace treeverify::cuda::sm90 {
 
-// mma::recompute_nan_rows, which the epilogue calls, spreads a CTA's rows over the portable
-// kernel's 8 warps: the consumer warps here.
-static_assert(Tile::kConsumerThreads == mma::kThreads);
+// recompute_nan_rows, which the epilogue calls, spreads a CTA's rows over its kRecomputeWarps
+// warps: the consumer warps here.
+static_assert(Tile::kConsumerThreads == kRecomputeWarps * 32);
 // Tile t is scored by warpgroup t % 2 and lands in stage t % 2: on an e4m3 cache in exact mode a
 // stage's full barrier counts the threads of one warpgroup, the same for every tile of the
 // stage (the one that widens half of its rows). Fast mode has stages and barriers of its own
@@ -275,7 +278,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p,
   constexpr bool kWiden = kE4M3 && !kFast;  // exact mode: codes widened to fp16 in the stages
   using M = std::conditional_t<kE4M3, __half, T>;
   CtaWork w;
-  if (!mma::cta_work<Tile>(p, &w)) return;
+  if (!cta_work<Tile>(p, &w)) return;
   extern __shared__ __align__(1024) uint8_t smem[];
   const uint32_t s_base = smem_addr(smem);
   const uint32_t s_q = s_base + Tile::kQOffset;
@@ -350,7 +353,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p,
     uint4* s_p = reinterpret_cast<uint4*>(smem + Tile::kPOffset) + 2 * threadIdx.x;
     s_p[0] = s_p[1] = make_uint4(0u, 0u, 0u, 0u);
     if (threadIdx.x < Tile::kRows)  // the maxima tile -1 takes over
-      reinterpret_cast<float*>(smem + Tile::kMaxOffset)[threadIdx.x] = mma::kNegInf;
+      reinterpret_cast<float*>(smem + Tile::kMaxOffset)[threadIdx.x] = kNegInf;
   }
   fence_proxy_async();
   consumer_sync();  // Q (and its row factors), P's zeros, for every consumer and for wgmma's reads
@@ -361,7 +364,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p,
     reinterpret_cast<uint4*>(smem + Fast::kPOffset + 3 * Fast::kPBytes)[threadIdx.x] =
         make_uint4(0u, 0u, 0u, 0u);
     if (threadIdx.x < Tile::kRows)
-      reinterpret_cast<float*>(smem + Tile::kMaxOffset)[threadIdx.x] = mma::kNegInf;
+      reinterpret_cast<float*>(smem + Tile::kMaxOffset)[threadIdx.x] = kNegInf;
     fence_proxy_async();
     consumer_sync();
   }
@@ -379,7 +382,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p,
   epilogue<T, kFast>(p, w, rows, o, wg, v_scale * kPartScale, kPartScale, s_sum, s_lse, s_inv_l,
                      smem);
   consumer_sync();  // the epilogue's stores and its NaN rows in s_lse
-  mma::recompute_nan_rows<T, Tile, kE4M3>(p, smem, s_lse);
+  recompute_nan_rows<T, Tile, kE4M3>(p, smem, s_lse);
 }
 
 // Compiled into sm_90a code only; elsewhere a trap (dispatch never launches it there).

@@ -26,12 +26,16 @@
 #include <cstdint>
 
 #include "cuda/common/constants.h"
+#include "cuda/common/cta_work.cuh"
+#include "cuda/common/e4m3.cuh"
 #include "cuda/common/mma.cuh"
-#include "cuda/mma/config.h"
-#include "cuda/mma/params.h"
-#include "cuda/mma/tile_ops.cuh"
+#include "cuda/common/params.h"
 
-namespace treeverify::cuda::mma {
+namespace treeverify::cuda {
+
+// The warps that recompute: the 8 of the portable kernel's CTA, the consumer warps of the
+// wgmma kernel's (each kernel asserts it calls recompute_nan_rows from exactly these).
+inline constexpr int kRecomputeWarps = 8;
 
 // Row r of the CTA (its request row w.row0 + r) over the chunk [w.tok_begin, w.tok_end),
 // written where the epilogue writes it: out and lse, or the chunk's partial and lse (log2).
@@ -115,7 +119,7 @@ __device__ __forceinline__ void recompute_row(const VerifyKernelParams& p, const
 template <typename T, typename V, bool kE4M3>
 __device__ __forceinline__ void recompute_nan_rows(const VerifyKernelParams& p, uint8_t* smem,
                                                    const float* s_lse) {
-  static_assert(kWarps * kVDim * 4 <= V::kStageBytes * V::kStages && V::kRows <= 64);
+  static_assert(kRecomputeWarps * kVDim * 4 <= V::kStageBytes * V::kStages && V::kRows <= 64);
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const bool nan_row =
       (lane < V::kRows && isnan(s_lse[lane])) || (lane + 32 < V::kRows && isnan(s_lse[lane + 32]));
@@ -123,8 +127,8 @@ __device__ __forceinline__ void recompute_nan_rows(const VerifyKernelParams& p, 
   CtaWork w;
   cta_work<V, /*kReload=*/true>(p, &w);  // true: this CTA ran
   float* acc = reinterpret_cast<float*>(smem) + warp * kVDim;
-  for (int r = warp; r < V::kRows; r += kWarps)
+  for (int r = warp; r < V::kRows; r += kRecomputeWarps)
     if (w.row0 + r < w.rows_b && isnan(s_lse[r])) recompute_row<T, kE4M3>(p, w, r, acc);
 }
 
-}  // namespace treeverify::cuda::mma
+}  // namespace treeverify::cuda

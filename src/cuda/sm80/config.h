@@ -13,8 +13,9 @@
 #include <type_traits>
 
 #include "cuda/common/constants.h"
+#include "cuda/common/params.h"
 
-namespace treeverify::cuda::mma {
+namespace treeverify::cuda::sm80 {
 
 // kQKDim (576) and kVDim (512): treeverify/types.h, through cuda/common/constants.h.
 inline constexpr int kWarps = 8;
@@ -131,14 +132,14 @@ struct Variant {
 
 // The variants, with the main loop (kernel.cuh) each runs: in_order_loop with 2 stages,
 // halves_loop for 64 rows of 32-token tiles, overlap_loop otherwise.
-using VariantLarge2 = Variant<2, 2>;  // 32 rows, 2 stages: fits 99 KB (sm_86/89/120); in_order
-using VariantLarge3 = Variant<2, 3>;  // 32 rows, 3 stages: sm_80 (163 KB per block); overlap
-using VariantLarge4 = Variant<2, 4>;  // 32 rows, 4 stages: sm_90/100 (227 KB per block); overlap
-using VariantSmall = Variant<1, 2>;   // 16 rows (decode, H <= 16): half the mma work; in_order
-using VariantWide3 = Variant<4, 3>;   // 64 rows, 3 stages: sm_80 (163 KB per block); halves
-using VariantWide4 = Variant<4, 4>;   // 64 rows, 4 stages: sm_90/100 (227 KB per block); halves
-using VariantSmallBulk = Variant<1, 2, true>;      // 16 rows, bulk copies (sm_90+); in_order
-using VariantWide3T16 = Variant<4, 3, false, 16>;  // 64 rows, 3 x 16 tokens: 99 KB; overlap
+using VariantR32S2 = Variant<2, 2>;  // 32 rows, 2 stages: fits 99 KB (sm_86/89/120); in_order
+using VariantR32S3 = Variant<2, 3>;  // 32 rows, 3 stages: sm_80 (163 KB per block); overlap
+using VariantR32S4 = Variant<2, 4>;  // 32 rows, 4 stages: sm_90/100 (227 KB per block); overlap
+using VariantR16S2 = Variant<1, 2>;   // 16 rows (decode, H <= 16): half the mma work; in_order
+using VariantR64S3 = Variant<4, 3>;   // 64 rows, 3 stages: sm_80 (163 KB per block); halves
+using VariantR64S4 = Variant<4, 4>;   // 64 rows, 4 stages: sm_90/100 (227 KB per block); halves
+using VariantR16S2Bulk = Variant<1, 2, true>;      // 16 rows, bulk copies (sm_90+); in_order
+using VariantR64S3T16 = Variant<4, 3, false, 16>;  // 64 rows, 3 x 16 tokens: 99 KB; overlap
 
 // Whether code for SM version `sm` runs mma.sync e4m3 natively (one QMMA; sm_89, sm_120 and
 // sm_121, SASS read with cuobjdump 2026-11-30): where Precision::kFast runs its FP8 products.
@@ -146,25 +147,25 @@ using VariantWide3T16 = Variant<4, 3, false, 16>;  // 64 rows, 3 x 16 tokens: 99
 constexpr bool native_fp8_mma(int sm) { return sm == 89 || sm == 120 || sm == 121; }
 
 inline constexpr int kSmemLimitConsumer = 101376;  // per block on sm_86, sm_89, sm_120
-static_assert(VariantLarge2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
-static_assert(VariantSmall::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
-static_assert(VariantWide3T16::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
-static_assert(VariantLarge3::kSmemBytes <= 163 * 1024, "must fit sm_80");
-static_assert(VariantLarge4::kSmemBytes <= 227 * 1024, "must fit sm_90/sm_100");
-static_assert(VariantWide3::kSmemBytes <= 163 * 1024, "must fit sm_80");
-static_assert(VariantWide4::kSmemBytes <= 227 * 1024, "must fit sm_90/sm_100");
+static_assert(VariantR32S2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
+static_assert(VariantR16S2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
+static_assert(VariantR64S3T16::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
+static_assert(VariantR32S3::kSmemBytes <= 163 * 1024, "must fit sm_80");
+static_assert(VariantR32S4::kSmemBytes <= 227 * 1024, "must fit sm_90/sm_100");
+static_assert(VariantR64S3::kSmemBytes <= 163 * 1024, "must fit sm_80");
+static_assert(VariantR64S4::kSmemBytes <= 227 * 1024, "must fit sm_90/sm_100");
 
 // Which variant a plan runs, as recorded in Plan::variant.
 enum class VariantId : int {
   kNone = -1,
-  kLarge2 = 0,
-  kLarge3 = 1,
-  kLarge4 = 2,
-  kSmall = 3,
-  kWide3 = 4,
-  kWide4 = 5,
-  kSmallBulk = 6,
-  kWide3T16 = 7,
+  kR32S2 = 0,
+  kR32S3 = 1,
+  kR32S4 = 2,
+  kR16S2 = 3,
+  kR64S3 = 4,
+  kR64S4 = 5,
+  kR16S2Bulk = 6,
+  kR64S3T16 = 7,
 };
 
 // Per-architecture table: the variant a device runs for requests of at most 16 rows, at most
@@ -177,20 +178,20 @@ enum class VariantId : int {
 // 64-row variant 17% slower, so only the 16-row variant uses them (sm_120 keeps cp.async: its
 // bulk-copy speed is unmeasured). With an e4m3 cache (576-byte rows) the bulk copies lost:
 // D1 0.158 ms with r16-s2-bulk against 0.132 with r16-s2, S3 0.0318 against 0.0290 (H200,
-// 2026-12-01, exact mode, same run), so e4m3 decode takes `small_e4m3`. What each
+// 2026-12-01, exact mode, same run), so e4m3 decode takes `up_to_16_rows_e4m3`. What each
 // architecture's code holds: variant_in_build below.
 struct TileConfig {
   int arch;  // SM version the entry is for
-  VariantId small, large, wide;
-  VariantId small_e4m3;  // `small` for an e4m3 cache
+  VariantId up_to_16_rows, up_to_32_rows, more_rows;
+  VariantId up_to_16_rows_e4m3;  // `up_to_16_rows` for an e4m3 cache
 };
 inline constexpr TileConfig kTileConfigs[] = {
-    {80, VariantId::kSmall, VariantId::kLarge3, VariantId::kWide3, VariantId::kSmall},
-    {86, VariantId::kSmall, VariantId::kLarge2, VariantId::kWide3T16, VariantId::kSmall},
-    {89, VariantId::kSmall, VariantId::kLarge2, VariantId::kWide3T16, VariantId::kSmall},
-    {90, VariantId::kSmallBulk, VariantId::kLarge4, VariantId::kWide4, VariantId::kSmall},
-    {100, VariantId::kSmallBulk, VariantId::kLarge4, VariantId::kWide4, VariantId::kSmall},
-    {120, VariantId::kSmall, VariantId::kLarge2, VariantId::kWide3T16, VariantId::kSmall},
+    {80, VariantId::kR16S2, VariantId::kR32S3, VariantId::kR64S3, VariantId::kR16S2},
+    {86, VariantId::kR16S2, VariantId::kR32S2, VariantId::kR64S3T16, VariantId::kR16S2},
+    {89, VariantId::kR16S2, VariantId::kR32S2, VariantId::kR64S3T16, VariantId::kR16S2},
+    {90, VariantId::kR16S2Bulk, VariantId::kR32S4, VariantId::kR64S4, VariantId::kR16S2},
+    {100, VariantId::kR16S2Bulk, VariantId::kR32S4, VariantId::kR64S4, VariantId::kR16S2},
+    {120, VariantId::kR16S2, VariantId::kR32S2, VariantId::kR64S3T16, VariantId::kR16S2},
 };
 
 // The variant for SM version `sm` (the newest table entry not above it) and requests of at
@@ -201,13 +202,13 @@ constexpr VariantId choose_variant(int sm, int64_t max_rows, bool e4m3 = false) 
   for (const TileConfig& c : kTileConfigs)
     if (c.arch <= sm) cfg = &c;
   if (cfg == nullptr) return VariantId::kNone;
-  if (max_rows <= 16) return e4m3 ? cfg->small_e4m3 : cfg->small;
-  return max_rows <= 32 ? cfg->large : cfg->wide;
+  if (max_rows <= 16) return e4m3 ? cfg->up_to_16_rows_e4m3 : cfg->up_to_16_rows;
+  return max_rows <= 32 ? cfg->up_to_32_rows : cfg->more_rows;
 }
 
 // Whether the table of SM version `sm` can select `id`: for some request size and cache, a
-// forced row count (PlanOptions::force_rows_per_cta: 16, 32, 64) or the schedule's choice of
-// fewer rows a CTA (16 or 32 rows, cuda/plan.cpp) -- every one of them is
+// forced row count (PlanTuning::rows_per_cta: 16, 32, 64) or the schedule's choice of
+// fewer rows a CTA (16 or 32 rows, core/select.cpp) -- every one of them is
 // choose_variant(sm, rows, e4m3).
 constexpr bool table_selects(int sm, VariantId id) {
   return id != VariantId::kNone &&
@@ -215,35 +216,35 @@ constexpr bool table_selects(int sm, VariantId id) {
           choose_variant(sm, 32) == id || choose_variant(sm, 33) == id);
 }
 
-// Calls f(V{}) with the variant type behind `id` (VariantSmall for kNone; callers check first).
+// Calls f(V{}) with the variant type behind `id` (VariantR16S2 for kNone; callers check first).
 template <typename F>
 constexpr decltype(auto) with_variant(VariantId id, F&& f) {
   switch (id) {
-    case VariantId::kLarge2:
-      return f(VariantLarge2{});
-    case VariantId::kLarge3:
-      return f(VariantLarge3{});
-    case VariantId::kLarge4:
-      return f(VariantLarge4{});
-    case VariantId::kWide3:
-      return f(VariantWide3{});
-    case VariantId::kWide4:
-      return f(VariantWide4{});
-    case VariantId::kSmallBulk:
-      return f(VariantSmallBulk{});
-    case VariantId::kWide3T16:
-      return f(VariantWide3T16{});
-    case VariantId::kSmall:
+    case VariantId::kR32S2:
+      return f(VariantR32S2{});
+    case VariantId::kR32S3:
+      return f(VariantR32S3{});
+    case VariantId::kR32S4:
+      return f(VariantR32S4{});
+    case VariantId::kR64S3:
+      return f(VariantR64S3{});
+    case VariantId::kR64S4:
+      return f(VariantR64S4{});
+    case VariantId::kR16S2Bulk:
+      return f(VariantR16S2Bulk{});
+    case VariantId::kR64S3T16:
+      return f(VariantR64S3T16{});
+    case VariantId::kR16S2:
     case VariantId::kNone:
       break;
   }
-  return f(VariantSmall{});
+  return f(VariantR16S2{});
 }
 
 // The VariantId of variant type V (kNone for a type no id names).
 template <typename V>
 constexpr VariantId variant_id() {
-  for (int i = 0; i <= static_cast<int>(VariantId::kWide3T16); ++i) {
+  for (int i = 0; i <= static_cast<int>(VariantId::kR64S3T16); ++i) {
     const auto id = static_cast<VariantId>(i);
     if (with_variant(id, [](auto v) { return std::is_same_v<decltype(v), V>; })) return id;
   }
@@ -251,7 +252,7 @@ constexpr VariantId variant_id() {
 }
 
 // Whether an e4m3 cache in exact mode (KvMode::kE4M3) has variant `id`: those some table
-// selects for an e4m3 cache (choose_variant with e4m3: `small_e4m3`, `large`, `wide`; a forced
+// selects for an e4m3 cache (choose_variant with e4m3: `up_to_16_rows_e4m3`, `up_to_32_rows`, `more_rows`; a forced
 // row count picks among the same). Only these have an exact-mode kernel instance; r16-s2-bulk
 // (decode on 16-bit caches, sm_90/100) has none.
 constexpr bool e4m3_variant(VariantId id) {
@@ -267,6 +268,19 @@ constexpr bool e4m3_variant(VariantId id) {
 constexpr bool fast_mode_variant(VariantId id) {
   for (int sm : {89, 120})
     if (native_fp8_mma(sm) && table_selects(sm, id)) return true;
+  return false;
+}
+
+// Whether some tile table can select the instance of variant V for KV mode `mode`: the
+// instances src/CMakeLists.txt generates (TV_SM80_INSTANCES), each of which asserts this. One
+// the tables need and the list lacks fails the link instead.
+template <typename V>
+constexpr bool instance_selectable(KvMode mode) {
+  constexpr VariantId id = variant_id<V>();
+  if (mode == KvMode::kE4M3) return e4m3_variant(id);
+  if (mode == KvMode::kE4M3Fast) return fast_mode_variant(id);
+  for (const TileConfig& c : kTileConfigs)
+    if (table_selects(c.arch, id)) return true;
   return false;
 }
 
@@ -289,7 +303,7 @@ constexpr bool variant_fits(VariantId id, int arch) {
          with_variant(id, [&](auto v) { return variant_fits<decltype(v)>(arch); });
 }
 
-// What a build compiles (src/cuda/mma/build.h has this build's): its SM architectures, and
+// What a build compiles (src/cuda/sm80/build.h has this build's): its SM architectures, and
 // whether each one's code holds every variant that fits it (TREEVERIFY_ALL_VARIANTS, developer
 // builds: the GPU tests and --config-arch force other architectures' tables) or only the
 // variants of the tables its devices use.
@@ -297,6 +311,7 @@ struct VariantBuild {
   const int* archs;
   int num_archs;
   bool all_variants;
+  bool e4m3_mma;  // the compiler has every e4m3 mma.sync fast mode uses (CUDA 12.8+)
 };
 
 // Whether the code a build compiles for SM version `arch` holds variant `id` (the kernel is a
@@ -319,9 +334,19 @@ constexpr bool variant_in_build(VariantId id, int arch, const VariantBuild& buil
   return false;
 }
 
+// Whether the code a build compiles for SM version `arch` holds the fast-mode kernel of variant
+// `id`: a fast-mode variant in that code (variant_in_build), with e4m3 mma (sm_89 and newer,
+// from a compiler that has it), and unless the build holds every variant (the GPU tests force
+// sm_120's table on an H200, whose e4m3 products are emulated), only where those products are
+// native.
+constexpr bool fast_in_build(VariantId id, int arch, const VariantBuild& build) {
+  return build.e4m3_mma && fast_mode_variant(id) && variant_in_build(id, arch, build) &&
+         arch >= 89 && (build.all_variants || native_fp8_mma(arch));
+}
+
 // The table a plan uses and its variant. `device_sm` is the GPU's SM version, `code_arch` the
 // architecture its device code was compiled for (lower when the driver JIT-compiles PTX built
-// for an older one), `forced` a table asked for by PlanOptions::force_config_arch (0: none).
+// for an older one), `forced` a table asked for by PlanTuning::config_arch (0: none).
 // Unforced, the device's table decides, unless its variant is not in that code; then the
 // code's table does. A forced table is taken as given (the caller checks it can run).
 struct TileChoice {
@@ -336,4 +361,4 @@ constexpr TileChoice choose_tiles(int device_sm, int code_arch, int forced, int6
   return {code_arch, choose_variant(code_arch, max_rows, e4m3)};
 }
 
-}  // namespace treeverify::cuda::mma
+}  // namespace treeverify::cuda::sm80

@@ -1,6 +1,6 @@
 // The portable kernel's e4m3 tiles in shared memory: where a tile's codes land in a stage, and
-// their widening to fp16 in place (exact mode's 64-row variants; the codes' conversions are
-// shared with the sm_90a kernel and the NaN recomputation).
+// their widening to fp16 in place (exact mode's 64-row variants; the codes' conversions:
+// cuda/common/e4m3.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,39 +8,16 @@
 #include <cstdint>
 
 #include "cuda/common/constants.h"
-#include "cuda/common/fp8_convert.h"
-#include "cuda/mma/config.h"
+#include "cuda/common/e4m3.cuh"
+#include "cuda/sm80/config.h"
 
-namespace treeverify::cuda::mma {
+namespace treeverify::cuda::sm80 {
 
 // e4m3 caches (kE4M3): a tile's 576-byte rows land in the last 576 bytes of each 1168-byte
 // stage row, where the products of the 16 and 32-row variants and fast mode read them
 // (fp8_ops.cuh) and dequantize_tile widens them in place to fp16 for the 64-row variants
 // (Variant::kE4M3InRegisters).
 inline constexpr int kE4M3RowOffset = kKVRowBytes - kQKDim;  // 592, 16-byte aligned
-
-// e4m3 (OCP e4m3fn) to float: sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0
-// is subnormal (m x 2^-9); 0x7f and 0xff are NaN. Exact, without the scale.
-__device__ __forceinline__ float e4m3_to_float(uint32_t b) {
-  const uint32_t e = (b >> 3) & 15u, m = b & 7u;
-  float v = e == 0 ? static_cast<float>(m) * 0x1p-9f : __uint_as_float((e + 120u) << 23 | m << 20);
-  v = (b & 0x7fu) == 0x7fu ? __int_as_float(0x7fc00000) : v;
-  return (b & 0x80u) ? -v : v;
-}
-
-// Four e4m3 codes (low byte first) as two fp16 pairs: bytes 0, 1 to `lo`, 2, 3 to `hi`. Two
-// cvt.rn.f16x2.e4m3x2 on sm_89+ (ptxas reads the high half in place: F2FP ... R.H1); before
-// sm_89, cuda_fp8.h's integer code (fp8_convert.h). Exact, NaN kept.
-__device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n"
-      " cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
-      : "=r"(lo), "=r"(hi)
-      : "r"(x));
-#else
-  e4m3x4_to_f16x2x2_generic(x, lo, hi);  // checked on the CPU (fp8_convert.h)
-#endif
-}
 
 // 16 e4m3 codes of a stage row, widened, as 16 fp16 values at shared address `dst`.
 __device__ __forceinline__ void widen_piece(uint32_t dst, uint4 in) {
@@ -88,4 +65,4 @@ __device__ __forceinline__ void dequantize_tile(uint32_t stage) {
   }
 }
 
-}  // namespace treeverify::cuda::mma
+}  // namespace treeverify::cuda::sm80

@@ -22,10 +22,10 @@
 #include <cstdint>
 
 #include "cuda/common/mma.cuh"
-#include "cuda/mma/config.h"
-#include "cuda/mma/tile_ops.cuh"
+#include "cuda/sm80/config.h"
+#include "cuda/sm80/tile_ops.cuh"
 
-namespace treeverify::cuda::mma {
+namespace treeverify::cuda::sm80 {
 
 // ---- Exact mode ----
 
@@ -323,4 +323,4 @@ __device__ __forceinline__ void pv_tile_e4m3(uint32_t stage, uint32_t s_p, const
   }
 }
 
-}  // namespace treeverify::cuda::mma
+}  // namespace treeverify::cuda::sm80

@@ -11,55 +11,14 @@
 #include "cuda/common/arch.cuh"
 #include "cuda/common/bulk_copy.cuh"
 #include "cuda/common/constants.h"
+#include "cuda/common/cta_work.cuh"
 #include "cuda/common/mma.cuh"
-#include "cuda/mma/config.h"
-#include "cuda/mma/e4m3_tile.cuh"
-#include "cuda/mma/params.h"
+#include "cuda/common/online_softmax.cuh"
+#include "cuda/common/params.h"
+#include "cuda/sm80/config.h"
+#include "cuda/sm80/e4m3_tile.cuh"
 
-namespace treeverify::cuda::mma {
-
-inline constexpr float kNegInf = -INFINITY;
-
-// What one CTA works on, fixed for its lifetime.
-struct CtaWork {
-  int q0;                  // first query node of the request
-  int rows_b;              // T_b * H rows in the request
-  int row0;                // first row of this CTA
-  int prefix;              // L_b
-  int tok_begin, tok_end;  // this CTA's chunk of the KV sequence
-  int page_base;           // first entry of the request in kv_page_indices
-  bool final_out;          // the request has one chunk: write out/lse directly
-};
-
-// This CTA's work (grid: x row blocks, y chunks, z requests); false when it has none.
-// kReload: read the index arrays with volatile loads, which the compiler cannot merge with
-// the first call's: a value kept instead would stay live through the main loop.
-template <typename V, bool kReload = false>
-__device__ __forceinline__ bool cta_work(const VerifyKernelParams& p, CtaWork* w) {
-  auto ld = [](const int32_t* a, int i) {
-    if constexpr (kReload)
-      return *reinterpret_cast<const volatile int32_t*>(a + i);
-    else
-      return a[i];
-  };
-  const int b = blockIdx.z;
-  // One request: its metadata is in the parameters (qo_indptr[0] = kv_page_indptr[0] = 0),
-  // except where that spills (TV_FITS_HALVES_PARAM_METADATA).
-  const bool one = (TV_FITS_HALVES_PARAM_METADATA || !V::kHalves) && p.one_request_kv_len > 0;
-  w->q0 = one ? 0 : ld(p.qo_indptr, b);
-  const int nodes = one ? p.one_request_nodes : ld(p.qo_indptr, b + 1) - w->q0;
-  w->rows_b = nodes * p.num_heads;
-  w->row0 = blockIdx.x * V::kRows;
-  if (w->row0 >= w->rows_b) return false;
-  const int kv_len = one ? p.one_request_kv_len : ld(p.kv_len, b);
-  w->prefix = kv_len - nodes;
-  w->tok_begin = blockIdx.y * p.chunk_tokens;
-  if (w->tok_begin >= kv_len) return false;
-  w->tok_end = min(kv_len, w->tok_begin + p.chunk_tokens);
-  w->page_base = one ? 0 : ld(p.kv_page_indptr, b);
-  w->final_out = kv_len <= p.chunk_tokens;
-  return true;
-}
+namespace treeverify::cuda::sm80 {
 
 // Copies the page-table entry of each token of the tile starting at sequence token `first`
 // into the ring slot `slot` (the first V::kTokens lanes, 4 bytes each; entries at or past
@@ -241,34 +200,12 @@ __device__ __forceinline__ void qk_partial(uint32_t stage,
   }
 }
 
-// 2^x by the SFU (ex2.approx.ftz: 2 ulp; results below 2^-126 flush to 0, which no 16-bit
-// probability or fp32 running sum can tell apart). exp2f would add a denormal fix-up.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // A float from shared memory, read where the code stands: the compiler cannot hoist it out of
 // a loop into a register held through it.
 __device__ __forceinline__ float ld_shared_volatile(const float* p) {
   float v;
   asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(smem_addr(p)));
   return v;
-}
-
-// The running max a row moves to after a tile whose largest score is tile_max (log2 units).
-// With kLagging (16-bit P) it moves only when the tile passes it by more than kMaxLag, so P =
-// 2^(s - m) stays at most 2^kMaxLag and O and l are rescaled in few tiles (a warp skips the
-// 128 multiplies of its O rows when none of them moved); out = O / l and lse = m + log2 l do
-// not depend on which m O and l are relative to. 2^8 keeps 16-bit P and fp32 O and l far from
-// overflow (FlashAttention-4's threshold). Fast mode's P codes (p x 448) need p <= 1: exact max.
-// A row that has seen nothing keeps -inf (-inf - -inf is NaN, so no move).
-inline constexpr float kMaxLag = 8.f;
-template <bool kLagging>
-__device__ __forceinline__ float next_running_max(float m, float tile_max) {
-  if constexpr (kLagging) return tile_max - m > kMaxLag ? tile_max : m;
-  return fmaxf(m, tile_max);
 }
 
 // Running softmax state of one row, held identically by the kLanesPerRow lanes of the row.
@@ -535,4 +472,4 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
   }
 }
 
-}  // namespace treeverify::cuda::mma
+}  // namespace treeverify::cuda::sm80

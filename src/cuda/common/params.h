@@ -1,10 +1,10 @@
-// Arguments of the portable verify kernels, built by src/cuda/backend.cpp from a Plan and the
-// tensors.
+// Arguments of both verify kernels (the portable one, sm80/, and the wgmma one, sm90/), built by
+// src/cuda/backend.cpp from a Plan and the tensors.
 #pragma once
 
 #include <cstdint>
 
-namespace treeverify::cuda::mma {
+namespace treeverify::cuda {
 
 // How the kernel reads the KV cache and what its products take (a kernel template argument).
 enum class KvMode : int {
@@ -45,4 +45,4 @@ struct VerifyKernelParams {
   float scale_log2;    // softmax_scale * log2(e): scores in log2 units
 };
 
-}  // namespace treeverify::cuda::mma
+}  // namespace treeverify::cuda

@@ -5,13 +5,15 @@
 #pragma once
 
 #include "build_config.h"
-#include "cuda/mma/config.h"
+#include "cuda/sm80/config.h"
 
-namespace treeverify::cuda::mma {
+namespace treeverify::cuda::sm80 {
 
 inline constexpr int kBuiltArchs[] = {TREEVERIFY_CUDA_ARCH_NUMS};
-inline constexpr VariantBuild kThisBuild{
-    kBuiltArchs, static_cast<int>(sizeof(kBuiltArchs) / sizeof(int)), TREEVERIFY_ALL_VARIANTS != 0};
+inline constexpr VariantBuild kThisBuild{kBuiltArchs,
+                                         static_cast<int>(sizeof(kBuiltArchs) / sizeof(int)),
+                                         TREEVERIFY_ALL_VARIANTS != 0,
+                                         TREEVERIFY_CUDA_E4M3_MMA != 0};
 
 // Whether this build's code for SM version `arch` holds variant V (variant_in_build).
 constexpr bool variant_compiled_for(VariantId id, int arch) {
@@ -23,18 +25,14 @@ constexpr bool variant_compiled_for(int arch) {
   return variant_compiled_for(variant_id<V>(), arch);
 }
 
-// Whether this build's code for SM version `arch` holds the fast-mode kernel of variant `id`:
-// a fast-mode variant compiled for `arch` (variant_compiled_for), in code with e4m3 mma (sm_89
-// and newer, from CUDA 12.8: TREEVERIFY_CUDA_E4M3_MMA), and unless the build holds every
-// variant (the GPU tests force sm_120's table on an H200, whose e4m3 products are emulated),
-// only where those products are native.
+// Whether this build's code for SM version `arch` holds the fast-mode kernel of `id`
+// (fast_in_build).
 constexpr bool fast_compiled_for(VariantId id, int arch) {
-  return TREEVERIFY_CUDA_E4M3_MMA && fast_mode_variant(id) && variant_compiled_for(id, arch) &&
-         arch >= 89 && (kThisBuild.all_variants || native_fp8_mma(arch));
+  return fast_in_build(id, arch, kThisBuild);
 }
 template <typename V>
 constexpr bool fast_compiled_for(int arch) {
   return fast_compiled_for(variant_id<V>(), arch);
 }
 
-}  // namespace treeverify::cuda::mma
+}  // namespace treeverify::cuda::sm80

@@ -6,10 +6,10 @@
 
 #include <cuda_runtime.h>
 
-#include "cuda/mma/config.h"
-#include "cuda/mma/params.h"
+#include "cuda/common/params.h"
+#include "cuda/sm80/config.h"
 
-namespace treeverify::cuda::mma {
+namespace treeverify::cuda::sm80 {
 
 // Raises the dynamic shared-memory limit once per device, then launches the kernel.
 template <typename T, typename V, KvMode kMode = KvMode::k16>
@@ -24,4 +24,4 @@ cudaError_t verify_attributes(cudaFuncAttributes* attr);
 template <typename T, typename V, KvMode kMode = KvMode::k16>
 int verify_ctas_per_sm();
 
-}  // namespace treeverify::cuda::mma
+}  // namespace treeverify::cuda::sm80

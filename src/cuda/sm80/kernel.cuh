@@ -24,12 +24,12 @@
 #pragma once
 
 #include "cuda/common/arch.cuh"
-#include "cuda/mma/build.h"
-#include "cuda/mma/fp8_ops.cuh"
-#include "cuda/mma/nonfinite.cuh"
-#include "cuda/mma/tile_ops.cuh"
+#include "cuda/common/nonfinite.cuh"
+#include "cuda/sm80/build.h"
+#include "cuda/sm80/fp8_ops.cuh"
+#include "cuda/sm80/tile_ops.cuh"
 
-namespace treeverify::cuda::mma {
+namespace treeverify::cuda::sm80 {
 
 // The main loops below take the steps of one tile as closures over one CTA's state
 // (verify_cta), each called with the tile's index in the chunk:
@@ -342,11 +342,11 @@ __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
   else  // a constant message: printf with arguments would need a stack frame
     printf(
         "treeverify: this verify_mma_kernel variant is not compiled for this architecture "
-        "(cuda/mma/build.h); dispatch should not have launched it\n"),
+        "(cuda/sm80/build.h); dispatch should not have launched it\n"),
         __trap();
 #elif TV_DEVICE_PASS
   TV_NO_DEVICE_CODE("verify_mma_kernel");
 #endif
 }
 
-}  // namespace treeverify::cuda::mma
+}  // namespace treeverify::cuda::sm80

@@ -1,7 +1,0 @@
-// Portable verify kernel, bf16, 32 rows, 3-stage pipeline (sm_80/90/100).
-// Main loop: overlap_loop (kernel.cuh).
-#include "cuda/mma/launcher.cuh"
-
-namespace treeverify::cuda::mma {
-TV_INSTANTIATE_VERIFY_MMA(__nv_bfloat16, VariantLarge3)
-}  // namespace treeverify::cuda::mma

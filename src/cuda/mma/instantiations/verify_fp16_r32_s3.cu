@@ -1,7 +1,0 @@
-// Portable verify kernel, fp16, 32 rows, 3-stage pipeline (sm_80/90/100).
-// Main loop: overlap_loop (kernel.cuh).
-#include "cuda/mma/launcher.cuh"
-
-namespace treeverify::cuda::mma {
-TV_INSTANTIATE_VERIFY_MMA(__half, VariantLarge3)
-}  // namespace treeverify::cuda::mma

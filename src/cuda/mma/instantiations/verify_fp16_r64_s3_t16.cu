@@ -1,7 +1,0 @@
-// Portable verify kernel, fp16, 64 rows, 3-stage pipeline of 16-token tiles (sm_86/89/120).
-// Main loop: overlap_loop (kernel.cuh).
-#include "cuda/mma/launcher.cuh"
-
-namespace treeverify::cuda::mma {
-TV_INSTANTIATE_VERIFY_MMA(__half, VariantWide3T16)
-}  // namespace treeverify::cuda::mma
