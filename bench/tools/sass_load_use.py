@@ -7,8 +7,8 @@ branch"). A load used within a few instructions waits out its whole latency unle
 hide it; where the loads of a loop all write the same registers (each load after the previous
 one's use), their latencies add up. That is what held fast mode's V transposition: each
 ldmatrix came after the previous piece's stmatrix, because shared-memory asm statements keep
-their order (H200, 2026-12-04, src/cuda/sm90/DESIGN_NOTES.md). Pair it with ncu's samples
-(scripts/sass_hotspots.py): a short distance matters where the samples are.
+their order (docs/kernels/sm90-wgmma.md, "Fast mode"). Pair it with ncu's samples
+(bench/tools/sass_hotspots.py): a short distance matters where the samples are.
 
 The register reading is approximate: a data operand Rn of HMMA, QMMA or IMMA counts as
 Rn..Rn+3; a wgmma's accumulator as many registers as its shape gives a thread (N / 2 in
@@ -22,7 +22,7 @@ Usage: sass_load_use.py SASS_TEXT [--function SUBSTRING] [--near N] [--top K]
   as used at once (default 4). --top: how many such loads to list (default 30).
 Example:
   cuobjdump -sass build-dev/src/CMakeFiles/treeverify.dir/cuda/sm90/verify_wgmma.cu.o > /tmp/k.sass
-  scripts/sass_load_use.py /tmp/k.sass --function Lb1ELb1ELb0E"""
+  bench/tools/sass_load_use.py /tmp/k.sass --function Lb1ELb1ELb0E"""
 import argparse
 import re
 import signal

@@ -15,12 +15,12 @@ PyTorch reference (relative Frobenius error of out under 1e-2), so a misused API
 produce a time. With --treeverify BIN, `BIN bench --backend cuda-mma` runs the same cases after
 it, in the same session, for the side-by-side table.
 
-Usage: python3 bench/flashmla_dense.py --flashmla PATH [--build] [--cases V1,V2,V3,V4,D1,D2]
+Usage: python3 bench/tools/flashmla_dense.py --flashmla PATH [--build] [--cases V1,V2,V3,V4,D1,D2]
            [--iters 30] [--page-order random|sequential] [--treeverify .devpkg/bin/treeverify]
            [--json FILE]
 Written 2026-12-01 against FlashMLA 9241ae3 (whose get_mla_metadata takes no arguments; older
-checkouts take cache_seqlens and return num_splits); first run the same day:
-bench/results/h200-2026-12-01-flashmla/.
+checkouts take cache_seqlens and return num_splits). Its current figures on the H200:
+bench/results/h200.md.
 """
 import argparse
 import json

@@ -6,7 +6,7 @@ given an advantage), scores = q . k^T in bf16 matmuls with fp32 softmax over the
 the tree with its ancestor mask, out = p . v. Times with CUDA events, median of N runs,
 rotating through several KV copies so nothing is served from L2. Prints one line per case.
 
-Usage: python3 bench/torch_reference.py [--cases V1,V2] [--iters 20] [--json FILE]
+Usage: python3 bench/tools/torch_reference.py [--cases V1,V2] [--iters 20] [--json FILE]
 """
 import argparse
 import json

@@ -3,8 +3,8 @@
 # issued instruction) for one custom bench case. Args: treeverify bench case flags.
 # KERNEL=verify_wgmma profiles the sm_90a wgmma kernel instead of the portable one.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-scripts/device_unpack.sh
+cd "$(dirname "$0")/../.."
+bench/tools/device_unpack.sh
 export LD_LIBRARY_PATH=$PWD/.devpkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 m=smsp__average_warps_issue_stalled
 metrics=""

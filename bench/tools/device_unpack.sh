@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# On the device machine: unpacks the compressed .devpkg/ that scripts/device_package.sh made
+# On the device machine: unpacks the compressed .devpkg/ that bench/tools/device_package.sh made
 # (a file already unpacked by an earlier call on the same machine is kept).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 for f in .devpkg/bin/*.gz .devpkg/lib/*.gz; do
   [ -e "$f" ] || continue
   gunzip -f "$f"

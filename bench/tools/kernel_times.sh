@@ -8,8 +8,8 @@
 # (default 1) warm-ups, so each case shows its check run (often a shorter prefix), then the
 # warm-up (which builds the step's mask), then runs that launch only what every layer does.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-scripts/device_unpack.sh
+cd "$(dirname "$0")/../.."
+bench/tools/device_unpack.sh
 export LD_LIBRARY_PATH=$PWD/.devpkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 bin=${TV_BIN:-.devpkg/bin/treeverify}
 ncu --clock-control none ${NCU_ARGS:-} --csv --print-units base --metrics gpu__time_duration.sum \

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # Builds a variant of the `treeverify` tool with one CUDA source compiled with extra flags (an
 # experiment's compile-time switch), beside the normal build, for an A/B on the device machine:
-#   scripts/build_variant.sh OUT SOURCE FLAGS...
-#   e.g. scripts/build_variant.sh /tmp/tv-exp1 src/cuda/sm90/verify_wgmma.cu -DTV_EXPERIMENT=1
+#   bench/tools/build_variant.sh OUT SOURCE FLAGS...
+#   e.g. bench/tools/build_variant.sh /tmp/tv-exp1 src/cuda/sm90/verify_wgmma.cu -DTV_EXPERIMENT=1
 # TV_VARIANT_TARGET=tests/treeverify_gpu_tests links the GPU tests instead of the tool.
-# OUT is a stripped binary; gzip it into .devpkg/bin/ (scripts/device_package.sh first) and run
+# OUT is a stripped binary; gzip it into .devpkg/bin/ (bench/tools/device_package.sh first) and run
 # it there by name. The object is compiled with build-dev's own command for SOURCE plus FLAGS,
 # put into a copy of libtreeverify.a and linked with build-dev's link command, all outside
 # ninja: relinking through ninja rebuilt the object without the flags (2026-12-03: a whole A/B
 # of five "variants" timed one binary). Check the variant's SASS before timing it (cuobjdump
-# -sass on OUT, or scripts/sass_opcodes.sh on a cubin).
+# -sass on OUT, or bench/tools/sass_opcodes.sh on a cubin).
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 OUT SOURCE [FLAGS...]" >&2; exit 2; }
 out=$(realpath -m "$1") src=$(realpath "$2")
 shift 2
-cd "$(dirname "$0")/../build-dev"
+cd "$(dirname "$0")/../../build-dev"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # build-dev's compile command for SOURCE, with the flags added and the object redirected.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the device machine (H200) over a .devpkg/ made by scripts/device_package.sh.
+# Runs on the device machine (H200) over a .devpkg/ made by bench/tools/device_package.sh.
 # Steps (default: all but profile, small and sweep): tests | sanitize | python | bench | torch |
 #   profile | small | sweep
 #   tests     the GPU GoogleTest suite (cuda-mma and the GPU commit against the CPU oracle)
@@ -8,12 +8,12 @@
 #   python    scripts/python_test.sh (builds the package for this GPU, runs pytest with torch)
 #   bench     `treeverify bench` of the suite twice (the spread is the noise), the sm_120 tile
 #             configuration forced on V1/V3/D1, and V1 at page size 64 (page-size parity)
-#   torch     bench/torch_reference.py, the PyTorch naive reference, same cases
-#   flashmla  bench/flashmla_dense.py: FlashMLA built from the checkout at $FLASHMLA (carried
-#             to the device; or the .tgz of scripts/flashmla_carry.sh), its dense prefix timed,
+#   torch     bench/tools/torch_reference.py, the PyTorch naive reference, same cases
+#   flashmla  bench/tools/flashmla_dense.py: FlashMLA built from the checkout at $FLASHMLA (carried
+#             to the device; or the .tgz of bench/tools/flashmla_carry.sh), its dense prefix timed,
 #             then `treeverify bench` on the same cases
 #   small     the small-work cases (S1-S4) with V1 and D2, twice, and each kernel's duration
-#             (ncu, scripts/kernel_times.sh) in those cases; with .devpkg/bin/treeverify-base
+#             (ncu, bench/tools/kernel_times.sh) in those cases; with .devpkg/bin/treeverify-base
 #             present (a baseline build), the same for it, as custom cases
 #   sweep     S1-S4 at forced chunk lengths (--chunk-tokens): time and kernel durations, the
 #             data behind the split schedule's cost model
@@ -35,7 +35,7 @@
 #             .devpkg/bin/treeverify and .devpkg/bin/treeverify-base, AB_RUNS (default 2) times
 #             each, interleaved, into one log (ab.txt), and a line a run of case and ms;
 #             AB_BASE_BIN=treeverify AB_BASE_FLAGS=... compares two sets of flags of one build;
-#             AB_VARIANTS="tv-a tv-b": more packaged builds (scripts/build_variant.sh) in the
+#             AB_VARIANTS="tv-a tv-b": more packaged builds (bench/tools/build_variant.sh) in the
 #             same rotation, after the two
 #   sass      ncu: warp-stall samples per SASS instruction of the main kernel on V4 (L cut
 #             to 65536), as csv (sass.csv), the 40 instructions with the most samples and the
@@ -70,12 +70,12 @@
 #             size 1 and 64, every kernel's duration in one D1 call, and the sm_80 tile
 #             configuration forced on V1/V4
 # Logs go to $OUT (or ./device-out); each step prints its summary last.
-# Usage (device tool): scripts/device_run.sh tests sanitize   with carry [".devpkg"]
+# Usage (device tool): bench/tools/device_run.sh tests sanitize   with carry [".devpkg"]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out=${OUT:-device-out}
 mkdir -p "$out"
-scripts/device_unpack.sh
+bench/tools/device_unpack.sh
 export LD_LIBRARY_PATH=$PWD/.devpkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 bin=.devpkg/bin
 steps=("$@")
@@ -163,7 +163,7 @@ if want bench; then
 fi
 if want flashmla; then
   # FLASHMLA: a FlashMLA checkout with its cutlass submodule, carried to the device machine,
-  # or the archive scripts/flashmla_carry.sh packs (.flashmla/flashmla.tgz), unpacked here.
+  # or the archive bench/tools/flashmla_carry.sh packs (.flashmla/flashmla.tgz), unpacked here.
   fm=${FLASHMLA:?FLASHMLA=checkout or .tgz}
   if [ "${fm%.tgz}" != "$fm" ]; then
     mkdir -p .flashmla/src && { [ -d .flashmla/src/FlashMLA ] || tar -xzf "$fm" -C .flashmla/src; } &&
@@ -172,7 +172,7 @@ if want flashmla; then
   # Two runs (the second finds the build done: about 2 minutes for the first on the H200,
   # 4 minutes for both, 2026-12-01).
   for run in 1 2; do
-    PYTHONUNBUFFERED=1 timeout 400 python3 bench/flashmla_dense.py --flashmla "$fm" --build \
+    PYTHONUNBUFFERED=1 timeout 400 python3 bench/tools/flashmla_dense.py --flashmla "$fm" --build \
       --cases V1,V2,V3,V4,D1,D2,S1,S2,S3,S4 --treeverify $bin/treeverify \
       --json "$out/flashmla$run.json" >"$out/flashmla$run.txt" 2>&1
     echo "flashmla run $run: rc=$?"
@@ -180,7 +180,7 @@ if want flashmla; then
   done
 fi
 if want torch; then
-  PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_reference.py --json "$out/torch.json" >"$out/torch.txt" 2>&1
+  PYTHONUNBUFFERED=1 timeout 200 python3 bench/tools/torch_reference.py --json "$out/torch.json" >"$out/torch.txt" 2>&1
   cat "$out/torch.txt"
 fi
 if want wgmma || want wgcheck; then
@@ -266,17 +266,17 @@ if want wgmma; then
   grep -h -E "^gpu|^(V|D|R|S)[0-9]|rror" "$out"/bench_wgmma?.txt "$out"/bench_wgmma_e4m3_?.txt \
     "$out"/bench_portable.txt "$out"/bench_base.txt 2>/dev/null
   [ "${TV_WG_PROFILE:-1}" = 1 ] && {
-    echo "== wgmma V1"; KERNEL=verify_wgmma timeout 120 scripts/ncu_stalls.sh V1
+    echo "== wgmma V1"; KERNEL=verify_wgmma timeout 120 bench/tools/ncu_stalls.sh V1
     echo "== wgmma V4 at L 65536"
-    KERNEL=verify_wgmma timeout 120 scripts/ncu_stalls.sh --heads 64 --tree 64 --prefix 65536 --page 64
+    KERNEL=verify_wgmma timeout 120 bench/tools/ncu_stalls.sh --heads 64 --tree 64 --prefix 65536 --page 64
   } >"$out/wgmma_profile.txt" 2>&1
   grep -E "^==|gmma_cycles|issue_active|duration|dram__throughput|hit_rate|stalled_(barrier|long|short|mio|math|wait)" "$out/wgmma_profile.txt" 2>/dev/null
 fi
 if want profile; then
   {
-    echo "== V4 at L 65536"; scripts/ncu_stalls.sh --heads 64 --tree 64 --prefix 65536 --page 64
-    echo "== V1 page 1"; scripts/ncu_stalls.sh V1
-    echo "== V1 page 64"; scripts/ncu_stalls.sh --heads 8 --tree 16 --prefix 185000 --page 64
+    echo "== V4 at L 65536"; bench/tools/ncu_stalls.sh --heads 64 --tree 64 --prefix 65536 --page 64
+    echo "== V1 page 1"; bench/tools/ncu_stalls.sh V1
+    echo "== V1 page 64"; bench/tools/ncu_stalls.sh --heads 8 --tree 16 --prefix 185000 --page 64
     echo "== D1 kernels of one call"
     ncu --clock-control none --launch-skip 3 --metrics gpu__time_duration.sum \
       $bin/treeverify bench --backend cuda-mma --iters 1 --warmup 1 D1 2>&1 |
@@ -292,7 +292,7 @@ if want small; then
       timeout 120 $bin/treeverify bench --backend cuda-mma S1 S2 S3 S4 V1 D2 2>/dev/null
     done
     echo "== kernel durations (us)"
-    timeout 200 scripts/kernel_times.sh S1 S2 S3 S4 V1 D2
+    timeout 200 bench/tools/kernel_times.sh S1 S2 S3 S4 V1 D2
     if [ -x $bin/treeverify-base ]; then
       echo "== baseline binary: S1 S2 S3 S4 V1 D2 as custom cases, then kernel durations (us)"
       base=(
@@ -301,7 +301,7 @@ if want small; then
         "--heads 8 --tree 16 --prefix 185000 --page 1" "--heads 128 --tree 1 --prefix 185000 --page 64")
       for c in "${base[@]}"; do
         timeout 60 $bin/treeverify-base bench --backend cuda-mma $c 2>/dev/null | grep -E "^custom"
-        TV_BIN=$bin/treeverify-base timeout 60 scripts/kernel_times.sh $c
+        TV_BIN=$bin/treeverify-base timeout 60 bench/tools/kernel_times.sh $c
       done
     fi
   } >"$out/small.txt" 2>&1
@@ -312,8 +312,8 @@ if want sweep; then
     timeout 150 $bin/treeverify bench --backend cuda-mma --chunk-tokens 64,128,256,512,1024,4128 S1 S2 2>/dev/null
     timeout 150 $bin/treeverify bench --backend cuda-mma --chunk-tokens 128,256,512,1024,2048,8192 S3 S4 2>/dev/null
     echo "== kernel durations (us)"
-    timeout 200 scripts/kernel_times.sh --chunk-tokens 64,128,256,512,1024,4128 S1 S2
-    timeout 200 scripts/kernel_times.sh --chunk-tokens 128,256,512,1024,2048,8192 S3 S4
+    timeout 200 bench/tools/kernel_times.sh --chunk-tokens 64,128,256,512,1024,4128 S1 S2
+    timeout 200 bench/tools/kernel_times.sh --chunk-tokens 128,256,512,1024,2048,8192 S3 S4
   } >"$out/sweep.txt" 2>&1
   grep -E "^(S|V|D)[0-9]|^==|^gpu" "$out/sweep.txt"
 fi
@@ -408,9 +408,9 @@ if want sass; then
     ${SASS_CASE:---heads 64 --tree 64 --prefix 65536 --page 64} >"$out/sass_run$tag.log" 2>&1
   ncu --import "$out/sass$tag.ncu-rep" --page source --print-source sass --csv >"$out/sass$tag.csv" 2>&1
   rm -f "$out/sass$tag.ncu-rep"
-  python3 scripts/sass_hotspots.py "$out/sass$tag.csv" 40 | tee "$out/sass_top$tag.txt"
+  python3 bench/tools/sass_hotspots.py "$out/sass$tag.csv" 40 | tee "$out/sass_top$tag.txt"
   # The same samples summed by mbarrier wait (offsets: the kernel's shared-memory map) and opcode.
-  python3 scripts/sass_hotspots.py --waits "$out/sass$tag.csv" 25 | tee "$out/sass_waits$tag.txt"
+  python3 bench/tools/sass_hotspots.py --waits "$out/sass$tag.csv" 25 | tee "$out/sass_waits$tag.txt"
   # And by stall reason and 4 KB block of code (stall_no_inst: code fetched cold).
-  python3 scripts/sass_hotspots.py --reasons "$out/sass$tag.csv" 12 | tee "$out/sass_reasons$tag.txt"
+  python3 bench/tools/sass_hotspots.py --reasons "$out/sass$tag.csv" 12 | tee "$out/sass_reasons$tag.txt"
 fi

@@ -14,11 +14,11 @@
 # type is part of the mangled name): e4m3 wgmma (QGMMA) only, the score products (both operands in shared memory) a
 # whole number of tiles' worth (a positive multiple of kQKDim / 32 = 18 QGMMA.64x64x32: ptxas
 # 13.0 once dropped a group of them whose results it took for dead, putting a dummy 16-bit
-# HGMMA in their place, which gave wrong scores; sm90/DESIGN_NOTES.md), P V's (A, V, from
+# HGMMA in their place, which gave wrong scores; docs/kernels/sm90-wgmma.md), P V's (A, V, from
 # registers) a positive multiple of 8, no spill, no local memory.
-# Usage: scripts/fast_mode_sass.sh [BUILD_DIR] [ARCHS...]   (default: build-release, 89 120 90a)
+# Usage: bench/tools/fast_mode_sass.sh [BUILD_DIR] [ARCHS...]   (default: build-release, 89 120 90a)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 build=${1:-build-release}
 shift || true
 archs=("$@")

@@ -4,11 +4,11 @@
 # (before and after a change to kernel.cuh or tile_ops.cuh) to see whether the change moved
 # the compiled code: the 64-row variants sit at 255 registers, where any change can reschedule
 # or spill. Needs a configured build dir for the generated build_config.h.
-#   scripts/sass_opcodes.sh verify_bf16_r64_s4 90 > /tmp/after.txt
-#   BUILD_DIR=build scripts/sass_opcodes.sh verify_bf16_r64_s3 80
+#   bench/tools/sass_opcodes.sh verify_bf16_r64_s4 90 > /tmp/after.txt
+#   BUILD_DIR=build bench/tools/sass_opcodes.sh verify_bf16_r64_s3 80
 set -euo pipefail
-cd "$(dirname "$0")/.."
-[ $# -eq 2 ] || { echo "usage: scripts/sass_opcodes.sh INSTANTIATION ARCH" >&2; exit 2; }
+cd "$(dirname "$0")/../.."
+[ $# -eq 2 ] || { echo "usage: bench/tools/sass_opcodes.sh INSTANTIATION ARCH" >&2; exit 2; }
 name=$1 arch=$2 build=${BUILD_DIR:-build-dev}
 cuobjdump=$(command -v cuobjdump || python3 -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13/bin/cuobjdump"))')
 tmp=$(mktemp -d)
