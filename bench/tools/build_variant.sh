@@ -7,9 +7,9 @@
 # OUT is a stripped binary; gzip it into .devpkg/bin/ (bench/tools/device_package.sh first) and run
 # it there by name. The object is compiled with build-dev's own command for SOURCE plus FLAGS,
 # put into a copy of libtreeverify.a and linked with build-dev's link command, all outside
-# ninja: relinking through ninja rebuilt the object without the flags (2026-12-03: a whole A/B
-# of five "variants" timed one binary). Check the variant's SASS before timing it (cuobjdump
-# -sass on OUT, or bench/tools/sass_opcodes.sh on a cubin).
+# ninja: relinking through ninja rebuilds the object without the flags, and every "variant" of
+# an A/B is then the same binary. Check the variant's SASS before timing it (cuobjdump -sass on
+# OUT, or bench/tools/sass_opcodes.sh on a cubin).
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 OUT SOURCE [FLAGS...]" >&2; exit 2; }
 out=$(realpath -m "$1") src=$(realpath "$2")

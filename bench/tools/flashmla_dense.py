@@ -18,7 +18,7 @@ it, in the same session, for the side-by-side table.
 Usage: python3 bench/tools/flashmla_dense.py --flashmla PATH [--build] [--cases V1,V2,V3,V4,D1,D2]
            [--iters 30] [--page-order random|sequential] [--treeverify .devpkg/bin/treeverify]
            [--json FILE]
-Written 2026-12-01 against FlashMLA 9241ae3 (whose get_mla_metadata takes no arguments; older
+Written against FlashMLA 9241ae3 (whose get_mla_metadata takes no arguments; older
 checkouts take cache_seqlens and return num_splits). Its current figures on the H200:
 bench/results/h200.md.
 """
@@ -164,8 +164,8 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--page-order", choices=["random", "sequential"], default="random",
                     help="the block table: a random permutation of the pages (treeverify's "
-                         "suite) or pages in order (2026-12-01: V1 and D2 measured 28%% slower "
-                         "here than by hand on 2026-11-29; this tells one cause from another)")
+                         "suite) or pages in order (to tell the page order's cost from other "
+                         "causes of a difference)")
     args = ap.parse_args()
     checkout = os.path.abspath(args.flashmla)
     if args.build:
