@@ -21,7 +21,8 @@ nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 gen="$build_dir/src/generated"
 [ -f "$gen/build_config.h" ] || { echo "check_kernel_resources: configure $build_dir first"; exit 1; }
 
-sources=(src/cuda/sm80/instantiations/*.cu src/cuda/common/*.cu src/cuda/sm90/*.cu)
+# The portable kernel's instances are generated at configure time (src/CMakeLists.txt).
+sources=("$gen"/sm80/*.cu src/cuda/common/*.cu src/cuda/sm90/*.cu)
 all_variants=$(awk '$2 == "TREEVERIFY_ALL_VARIANTS" { print $3 }' "$gen/build_config.h")
 echo "check_kernel_resources: $build_dir: $([ "${all_variants:-0}" = 1 ] &&
   echo "every verify variant that fits each architecture (TREEVERIFY_ALL_VARIANTS)" ||
@@ -48,7 +49,7 @@ for arch in "${archs[@]}"; do
         stub = name ~ /verify_(mma|wgmma)_kernel/ && $0 ~ /used 0 barriers/
         smem = 0; if (match($0, /[0-9]+ bytes smem/)) { smem = substr($0, RSTART, RLENGTH); sub(/ bytes smem/, "", smem) }
         cmd = "c++filt \"" name "\""; short = name; cmd | getline short; close(cmd)
-        gsub(/treeverify::cuda::(mma::)?|\(anonymous namespace\)::|__nv_|VerifyKernelParams|\(\)/, "", short)
+        gsub(/treeverify::cuda::(sm80::|sm90::)?|\(anonymous namespace\)::|__nv_|VerifyKernelParams|\(\)/, "", short)
         sub(/^void /, "", short); gsub(/, /, ",", short); gsub(/> >/, ">>", short)
         if (length(short) > 58) short = substr(short, 1, 55) "..."
         if (!stub) printf "%-6s %-58s %5s %7s %7s %6s %8s\n", "sm_" arch, short, regs, st, ld, stack, smem
@@ -57,7 +58,7 @@ for arch in "${archs[@]}"; do
       END { exit bad }' "$log" || fail=1
     # ptxas serializes every wgmma of a kernel (an "info" line, C7512/C7514/C7520...) when
     # registers run short or one stays in flight across a branch: correct code, 1.6x slower
-    # (H200, 2026-12-04, sm90/DESIGN_NOTES.md), so a failure here like a spill.
+    # (measured on the H200: docs/kernels/sm90-wgmma.md), so a failure here like a spill.
     serialized=$(grep "wgmma.mma_async instructions are serialized" "$log" || true)
     if [ -n "$serialized" ]; then
       sed 's/^/  /' <<<"$serialized"

@@ -76,7 +76,7 @@ for arch in "${archs[@]}"; do
   fi
   printf '%-6s %-26s %5s %6s %6s %5s %6s %5s %6s %6s %5s\n' arch kernel regs spills stack \
     QMMA.32 QMMA.16 HMMA unpack e4m3pk local
-  for src in src/cuda/sm80/instantiations/*_e4m3_fast.cu; do
+  for src in "$build"/src/generated/sm80/*_e4m3_fast.cu; do
     name=$(basename "$src" .cu)
     "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -Iinclude -Isrc -I"$build/src/generated" \
       --generate-code=arch=compute_$arch,code=sm_$arch --resource-usage -c "$src" \

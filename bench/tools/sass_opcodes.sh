@@ -15,5 +15,5 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 nvcc -std=c++17 -O3 --expt-relaxed-constexpr -Iinclude -Isrc -I"$build/src/generated" \
   --generate-code=arch=compute_$arch,code=sm_$arch --resource-usage \
-  -c "src/cuda/sm80/instantiations/$name.cu" -o "$tmp/k.o" 2>&1 | grep -E "registers|spill" | grep -v "0 bytes spill stores" || true
+  -c "$build/src/generated/sm80/$name.cu" -o "$tmp/k.o" 2>&1 | grep -E "registers|spill" | grep -v "0 bytes spill stores" || true
 "$cuobjdump" -sass "$tmp/k.o" | grep -E '^\s+/\*[0-9a-f]{4,}\*/' | sed -E 's@/\*[0-9a-f]+\*/@@; s@;.*@@' | awk '{print $1}'
