@@ -38,6 +38,14 @@ Status cuda_run(const Plan&, const VerifyTensors&, void*, size_t, void*) {
   return Status(StatusCode::kUnsupported, kNoCuda);
 }
 
+Status cuda_graph_prepare(const GraphPlan&, const GraphStep&, void*, void*) {
+  return Status(StatusCode::kUnsupported, std::string("prepare_step: ") + kNoCuda);
+}
+
+Status cuda_graph_run(const GraphPlan&, const GraphLayer&, void*, void*) {
+  return Status(StatusCode::kUnsupported, std::string("run_layer: ") + kNoCuda);
+}
+
 Status cuda_merge_state(const MergeStateArgs&, void*) {
   return Status(StatusCode::kUnsupported, std::string("merge_state_cuda: ") + kNoCuda);
 }

@@ -8,6 +8,7 @@
 #include "core/select.h"
 #include "core/validate.h"
 #include "treeverify/ddtree.h"
+#include "treeverify/graph.h"
 #include "treeverify/merge.h"
 #include "treeverify/system.h"
 #include "treeverify/verify.h"
@@ -38,6 +39,12 @@ void cuda_finish_plan(Plan* plan);
 Status cuda_run(const Plan& plan, const VerifyTensors& tensors, void* workspace,
                 size_t workspace_bytes, void* stream);
 Status cuda_merge_state(const MergeStateArgs& args, void* stream);
+// A graph plan's step (the metadata kernels) and layer (verify and combine) on the device
+// (cuda/graph/).
+Status cuda_graph_prepare(const GraphPlan& plan, const GraphStep& step, void* workspace,
+                          void* stream);
+Status cuda_graph_run(const GraphPlan& plan, const GraphLayer& layer, void* workspace,
+                      void* stream);
 // The device side of commit_kv_paged_cuda, after the host metadata passed validation: checks
 // the device pointers and launches the row moves.
 Status cuda_commit_kv_paged(const PagedKvCommit& host, const AcceptedPaths& accepted,

@@ -155,7 +155,8 @@ KernelChoice reference_choice(const PlanOptions& options) {
 
 Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
                    const PlanOptions& options, const PlanTuning& tuning,
-                   const DeviceDescription& dev, const BuildDescription& build, KernelChoice* out) {
+                   const DeviceDescription& dev, const BuildDescription& build,
+                   bool fixed_variant, KernelChoice* out) {
   const DeviceInfo& device = dev.info;
   const int sm = device.cc_major * 10 + device.cc_minor;
   const int code_arch = device.kernel_arch;
@@ -256,7 +257,7 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
   // The table's variant, or one with fewer rows a CTA when the cost model says its schedule is
   // faster: more CTAs, each cheaper, which wins when the prefix is too short to keep the device
   // busy with the larger ones (S1 on the H200).
-  if (forced_rows == 0 && tuning.chunk_tokens == 0 && mode == portable_mode) {
+  if (!fixed_variant && forced_rows == 0 && tuning.chunk_tokens == 0 && mode == portable_mode) {
     for (int64_t rows : {16, 32}) {
       const VariantId v = cuda::sm80::choose_tiles(sm, code_arch, tuning.config_arch, rows,
                                                    build.variants(), e4m3)
@@ -293,6 +294,8 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
   c.mode = mode;
   c.precision = mode == KvMode::kE4M3Fast ? Precision::kFast : Precision::kExact;
   c.schedule = sched;
+  c.costs = split_costs(f, device, e4m3, kv_row_bytes(problem.kv_format, problem.dtype));
+  c.concurrent_ctas = device.sm_count * f.ctas_per_sm;
   c.where = where;
   c.code_arch = code_arch;
   // The wgmma kernel's producer copies a whole 64-token tile inside one page by TMA tensor
@@ -403,24 +406,29 @@ std::string KernelChoice::name() const {
   return fmt::format("cuda-mma/{}/{}/sm{}-config", data, variant_name(variant), config_arch);
 }
 
+std::string KernelChoice::explain_kernel() const {
+  if (family != KernelFamily::kMma && family != KernelFamily::kWgmma) return where;
+  return fmt::format("{} runs sm_{} code; {} rows a CTA ({}){}{}, {}-token KV tiles{}{}", where,
+                     code_arch, rows_per_cta, why_rows, why_family,
+                     halves ? " in two halves, one's softmax beside the other's products" : "",
+                     tile_tokens, why_copies, why_precision);
+}
+
 std::string KernelChoice::explain() const {
   if (family != KernelFamily::kMma && family != KernelFamily::kWgmma) return where;
   const SplitSchedule& s = schedule;
   const std::string split = s.partial_rows > 0
                                 ? fmt::format(", {} partial rows to combine", s.partial_rows)
                                 : ", no request split";
-  return fmt::format(
-      "{} runs sm_{} code; {} rows a CTA ({}){}{}, {}-token KV tiles{}{}; {} row block(s) x {} "
-      "chunk(s) of {} tokens = {} CTAs, {} per SM{}; modelled {:.1f} us",
-      where, code_arch, rows_per_cta, why_rows, why_family,
-      halves ? " in two halves, one's softmax beside the other's products" : "", tile_tokens,
-      why_copies, why_precision, s.max_row_blocks, s.num_chunks, s.chunk_tokens, s.num_ctas,
-      ctas_per_sm, split, s.est_ns * 1e-3);
+  return fmt::format("{}; {} row block(s) x {} chunk(s) of {} tokens = {} CTAs, {} per SM{}; "
+                     "modelled {:.1f} us",
+                     explain_kernel(), s.max_row_blocks, s.num_chunks, s.chunk_tokens, s.num_ctas,
+                     ctas_per_sm, split, s.est_ns * 1e-3);
 }
 
 Status select_kernel(const VerifyProblem& problem, const ProblemSummary& summary,
                      const PlanOptions& options, const PlanTuning& tuning, const Machine& machine,
-                     KernelChoice* choice) {
+                     KernelChoice* choice, bool fixed_variant) {
   TV_REQUIRE(options.precision == Precision::kExact || options.precision == Precision::kFast,
              "options.precision", "unknown value {}", static_cast<int>(options.precision));
   TV_REQUIRE(options.precision == Precision::kExact || problem.kv_format == KvFormat::kE4M3,
@@ -440,8 +448,8 @@ Status select_kernel(const VerifyProblem& problem, const ProblemSummary& summary
       break;
     case Backend::kCudaMma:
       if (machine.device == nullptr) return Status(machine.no_device_code, machine.no_device);
-      TV_RETURN_IF_ERROR(
-          select_cuda(problem, summary, options, tuning, *machine.device, machine.build, &c));
+      TV_RETURN_IF_ERROR(select_cuda(problem, summary, options, tuning, *machine.device,
+                                     machine.build, fixed_variant, &c));
       break;
     case Backend::kAuto:
       // The GPU when this machine has a usable one; the CPU fallback only when it has none. A
@@ -450,8 +458,8 @@ Status select_kernel(const VerifyProblem& problem, const ProblemSummary& summary
       if (machine.device == nullptr) {
         c = cpu_choice(options, "no GPU: " + machine.no_device);
       } else {
-        TV_RETURN_IF_ERROR(
-            select_cuda(problem, summary, options, tuning, *machine.device, machine.build, &c));
+        TV_RETURN_IF_ERROR(select_cuda(problem, summary, options, tuning, *machine.device,
+                                       machine.build, fixed_variant, &c));
       }
       break;
     default:

@@ -66,7 +66,7 @@ struct Machine {
   BuildDescription build;
   const DeviceDescription* device = nullptr;  // null: no usable GPU
   StatusCode no_device_code = StatusCode::kUnsupported;
-  std::string no_device;  // why device is null: "this build has no CUDA backend ...", ...
+  std::string no_device = "";  // why device is null: "this build has no CUDA backend ...", ...
 };
 
 // What runs, and everything explain() and run() need to know of it.
@@ -85,6 +85,8 @@ struct KernelChoice {
   bool tma = false;                   // kWgmma: whole tiles by TMA tensor copies
   bool programmatic_combine = false;  // the combine launches programmatically (sm_90+ code)
   SplitSchedule schedule;
+  SplitCosts costs;         // the schedule's cost model for this kernel on this device
+  int concurrent_ctas = 0;  // SMs x ctas_per_sm
   // Why (explain() assembles the reason line from these).
   std::string where;        // "device 0 'NVIDIA H200' (sm_90)", or the CPU backend's why
   int code_arch = 0;        // the architecture of the code the device runs
@@ -96,6 +98,8 @@ struct KernelChoice {
 
   std::string name() const;     // Plan::kernel, e.g. "mma/bf16/r64-s3-t16/sm120-table"
   std::string explain() const;  // Plan::reason: one line
+  // The reason without the schedule: where it runs, its tiles, copies and products.
+  std::string explain_kernel() const;
 };
 
 // "r<rows>-s<stages>[-t<tokens>][-bulk]": a portable variant's name, in code, CLI and docs.
@@ -107,9 +111,11 @@ std::string wgmma_name();
 // options' and tuning's contract (kInvalidArgument), no device for a CUDA backend asked
 // (machine.no_device_code), a device or a forced table this build cannot run (kUnsupported,
 // naming the device, its capability and the compiled list).
+// fixed_variant: the table's variant (or the wgmma kernel) whatever the lengths, never a
+// smaller one that the schedule would model faster (graph plans, whose lengths change).
 Status select_kernel(const VerifyProblem& problem, const ProblemSummary& summary,
                      const PlanOptions& options, const PlanTuning& tuning, const Machine& machine,
-                     KernelChoice* choice);
+                     KernelChoice* choice, bool fixed_variant = false);
 
 // Whether `device` can run every entry of the sm_<config_arch> tile table when it is forced
 // (PlanTuning::config_arch): this build compiled them into the code it runs and their shared

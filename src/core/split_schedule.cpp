@@ -28,47 +28,23 @@ double split_ns(const SplitCosts& k, const SplitSchedule& s) {
                             : 0.0;
 }
 
-// The schedule with chunks of `tiles` tiles, and its modelled time; `max_kv` is the longest
-// KV sequence of a request with rows.
+// The request metadata as evaluate_chunks reads lanes.
+struct HostLanes {
+  const SplitScheduleInput& in;
+  int64_t count() const { return static_cast<int64_t>(in.kv_len.size()); }
+  int64_t rows(int64_t b) const { return rows_of(in, static_cast<size_t>(b)); }
+  int64_t kv(int64_t b) const { return in.kv_len[static_cast<size_t>(b)]; }
+};
+
+// The schedule with chunks of `tiles` tiles, and its modelled time (the wave model,
+// split_schedule.h); `max_kv` is the longest KV sequence of a request with rows.
 SplitSchedule evaluate(const SplitScheduleInput& in, int64_t tiles, int64_t max_tiles,
                        int64_t max_kv, int32_t max_row_blocks) {
-  const SplitCosts& k = in.costs;
-  SplitSchedule s;
-  s.chunk_tokens = static_cast<int32_t>(tiles * in.tile_tokens);
-  s.num_chunks = static_cast<int32_t>(ceil_div(max_tiles, tiles));
-  s.max_row_blocks = max_row_blocks;
-  // The longest chunk of the call; CTAs with one that long are "full", the rest "short".
-  const int64_t full_len = std::min<int64_t>(s.chunk_tokens, max_kv);
-  int64_t full_ctas = 0, short_tokens = 0, short_ctas = 0;
-  for (size_t b = 0; b < in.kv_len.size(); ++b) {
-    const int64_t rows = rows_of(in, b);
-    if (rows == 0) continue;
-    const int64_t blocks = ceil_div(rows, in.rows_per_cta), kv = in.kv_len[b];
-    const int64_t chunks = std::max<int64_t>(1, ceil_div(kv, s.chunk_tokens));
-    s.num_ctas += blocks * chunks;
-    if (chunks > 1) s.partial_rows += rows * chunks;
-    const int64_t full = kv >= s.chunk_tokens ? kv / s.chunk_tokens : (kv == full_len ? 1 : 0);
-    full_ctas += blocks * full;
-    short_ctas += blocks * (chunks - full);
-    short_tokens += blocks * (kv - full * full_len);
-  }
-  const double slots = in.concurrent_ctas;
-  const double token_ns = paced_token_ns(in, s);
-  const double full_ns = k.cta_ns + static_cast<double>(full_len) * token_ns;
-  const double waves = std::ceil(static_cast<double>(full_ctas) / slots);
-  s.est_ns = waves * full_ns;
-  if (short_ctas > 0) {
-    // Short CTAs run in the slots the last wave of full ones leaves idle, as many one after
-    // another as fit in its length; the rest take further waves of their own.
-    const double short_ns =
-        k.cta_ns + static_cast<double>(short_tokens) / static_cast<double>(short_ctas) * token_ns;
-    const double idle_slots = waves * slots - static_cast<double>(full_ctas);
-    const double fit = idle_slots * std::floor(waves > 0 ? full_ns / short_ns : 0.0);
-    const double rest = std::max(0.0, static_cast<double>(short_ctas) - fit);
-    s.est_ns += std::ceil(rest / slots) * short_ns;
-  }
-  s.est_ns += split_ns(k, s);
-  return s;
+  const WaveModel m{.rows_per_cta = in.rows_per_cta,
+                    .tile_tokens = in.tile_tokens,
+                    .concurrent_ctas = in.concurrent_ctas,
+                    .costs = in.costs};
+  return evaluate_chunks(HostLanes{in}, m, tiles, max_tiles, max_kv, max_row_blocks);
 }
 
 // The makespan of `s`'s CTAs when the device starts them in grid order (row block fastest,

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "treeverify/graph.h"
 #include "treeverify/merge.h"
 #include "treeverify/verify.h"
 
@@ -50,5 +51,10 @@ Status cpu_reference_run(const Plan& plan, const VerifyTensors& tensors);
 // Backend kCpuFast: float32, multithreaded over requests, row blocks and KV splits, tile
 // products through BLAS.
 Status cpu_fast_run(const Plan& plan, const VerifyTensors& tensors);
+
+// A graph plan on a CPU backend (treeverify/graph.h; host pointers and a host workspace):
+// the step's metadata checked and clamped into the workspace, and one layer run on it.
+void cpu_graph_prepare(const GraphPlan& plan, const GraphStep& step, void* workspace);
+Status cpu_graph_run(const GraphPlan& plan, const GraphLayer& layer, void* workspace);
 
 }  // namespace treeverify::detail

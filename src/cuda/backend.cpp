@@ -1,4 +1,4 @@
-// The CUDA backend's launches: run() (the step data, the verify kernel, the combine) and
+// The CUDA backend's run() of a host plan (the step data, then the verify call: launch.h) and
 // merge_state on the device. The selection function (core/select.h) chose what run() launches.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -12,16 +12,11 @@
 #include "cuda/common/constants.h"
 #include "cuda/common/tree_mask.cuh"
 #include "cuda/host_checks.h"
-#include "cuda/sm80/config.h"
-#include "cuda/sm80/launcher.h"
-#include "cuda/sm90/kv_tensor_map.h"
-#include "cuda/sm90/launcher.h"
+#include "cuda/launch.h"
 #include "cuda/step_data.h"
 #include "cuda/workspace.h"
 
 namespace treeverify::detail {
-
-using cuda::sm80::VariantId;
 
 Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_t,
                 void* stream_ptr) {
@@ -36,24 +31,11 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   TV_RETURN_IF_ERROR(require_device_pointer(t.kv_cache, "kv_cache"));
   TV_RETURN_IF_ERROR(require_device_pointer(t.out, "out"));
   TV_RETURN_IF_ERROR(require_device_pointer(t.lse, "lse"));
-  // The wgmma kernel copies whole tiles of pages of 64 rows or more by TMA tensor copies where
-  // the selection function chose so (state.tma). The maps name this layer's cache, so they are encoded for
-  // every run: a host call with no device work, which a graph capture records as a kernel
-  // parameter like the cache's address. `mode`: how every kernel of the call reads the cache.
+  // `mode`: how every kernel of the call reads the cache.
   using cuda::KvMode;
   const KvMode mode = plan.kv_format != KvFormat::kE4M3 ? KvMode::k16
                       : plan.state.fast_products        ? KvMode::kE4M3Fast
                                                         : KvMode::kE4M3;
-  cuda::sm90::KvTensorMaps kv_maps{};
-  TV_REQUIRE_CODE(
-      StatusCode::kInternal,
-      !plan.state.tma || cuda::sm90::encode_kv_tensor_maps(&kv_maps, t.kv_cache, plan.num_pages,
-                                                           plan.page_size, mode),
-      "kv_cache",
-      "the driver refused a TMA tensor map of it ({} pages of {} rows at {}); "
-      "PlanTuning::disable_tma copies every tile with cp.async",
-      plan.num_pages, plan.page_size, t.kv_cache);
-
   const cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   const WorkspaceLayout w = workspace_layout(plan);
   char* ws = static_cast<char*>(workspace);
@@ -117,73 +99,26 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .page_shift = __builtin_ctz(static_cast<unsigned>(plan.page_size)),
       .chunk_tokens = plan.state.chunk_tokens,
       .num_chunks = plan.state.num_chunks,
+      .step_chunk_tokens = nullptr,  // a host plan's chunk length is chunk_tokens
       .one_request_nodes = one_request ? plan.total_q : 0,
       .one_request_kv_len = one_request ? static_cast<int32_t>(plan.max_kv_len) : 0,
       .total_rows = rows,
       .scale_log2 = plan.softmax_scale * cuda::kLog2e,
   };
-  auto launch_wgmma = [&] {
-    using Tile = cuda::sm90::WgmmaTile;
-    const dim3 grid((max_rows + Tile::kRows - 1) / Tile::kRows, plan.state.num_chunks,
-                    plan.batch_size);
-    return cuda::sm90::launch_verify_wgmma(kp, grid, stream, plan.dtype, mode,
-                                           plan.state.tma ? &kv_maps : nullptr);
-  };
-  const cudaError_t err =
-      plan.state.wgmma
-          ? launch_wgmma()
-          : cuda::sm80::with_variant(static_cast<VariantId>(plan.state.variant), [&]<typename V>(V) {
-              const dim3 grid((max_rows + V::kRows - 1) / V::kRows, plan.state.num_chunks,
-                              plan.batch_size);
-              auto launch = [&]<KvMode kMode>() {
-                return plan.dtype == DType::kBF16
-                           ? cuda::sm80::launch_verify<__nv_bfloat16, V, kMode>(kp, grid, stream)
-                           : cuda::sm80::launch_verify<__half, V, kMode>(kp, grid, stream);
-              };
-              if (mode == KvMode::k16) return launch.template operator()<KvMode::k16>();
-              // Fast only where the selection chose the fast kernel (the public Plan::precision says
-              // so).
-              if (mode == KvMode::kE4M3Fast) {
-                if constexpr (cuda::sm80::fast_mode_variant(cuda::sm80::variant_id<V>()))
-                  return launch.template operator()<KvMode::kE4M3Fast>();
-                else
-                  return cudaErrorInvalidValue;  // fast_mode_variant: never planned
-              }
-              if constexpr (cuda::sm80::e4m3_variant(cuda::sm80::variant_id<V>()))
-                return launch.template operator()<KvMode::kE4M3>();
-              else
-                return cudaErrorInvalidValue;  // e4m3_variant: never planned
-            });
-  if (err != cudaSuccess)
-    return cuda_error(plan.state.wgmma ? "verify_wgmma_kernel launch" : "verify_mma_kernel launch",
-                      err);
-
-  if (plan.state.num_chunks > 1) {
-    cuda::CombineParams cp{
-        .part_out = part_out,
-        .v_scale = plan.kv_format == KvFormat::kE4M3 ? t.kv_scale : nullptr,
-        .part_lse = part_lse,
-        .qo_indptr = t.qo_indptr,
-        .kv_len = t.kv_len,
-        .batch = plan.batch_size,
-        .max_rows = max_rows,
-        .num_heads = plan.num_heads,
-        .chunk_tokens = plan.state.chunk_tokens,
-        .num_chunks = plan.state.num_chunks,
-        .total_rows = rows,
-        .one_request_nodes = kp.one_request_nodes,
-        .one_request_kv_len = kp.one_request_kv_len,
-        .out = t.out,
-        .out_stride_token = kp.out_stride_token,
-        .out_stride_head = kp.out_stride_head,
-        .lse = t.lse,
-    };
-    if (cudaError_t e = cuda::launch_combine(cp, plan.dtype, plan.state.programmatic_combine,
-                                             plan.state.device_sms, stream);
-        e != cudaSuccess)
-      return cuda_error("combine launch", e);
-  }
-  return Status::Ok();
+  const CallShape shape{.dtype = plan.dtype,
+                        .kv_format = plan.kv_format,
+                        .mode = mode,
+                        .wgmma = plan.state.wgmma,
+                        .tma = plan.state.tma,
+                        .variant = plan.state.variant,
+                        .row_blocks = (max_rows + plan.state.rows_per_cta - 1) / plan.state.rows_per_cta,
+                        .batch = plan.batch_size,
+                        .max_rows = max_rows,
+                        .programmatic_combine = plan.state.programmatic_combine,
+                        .device_sms = plan.state.device_sms,
+                        .num_pages = plan.num_pages,
+                        .page_size = plan.page_size};
+  return launch_call(shape, kp, stream);
 }
 
 Status cuda_merge_state(const MergeStateArgs& a, void* stream) {

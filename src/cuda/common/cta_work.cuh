@@ -11,6 +11,11 @@
 
 namespace treeverify::cuda {
 
+// The chunk length of this call: the plan's, or (graph plans) the step's from the workspace.
+__device__ __forceinline__ int chunk_tokens_of(const VerifyKernelParams& p) {
+  return p.step_chunk_tokens != nullptr ? __ldg(p.step_chunk_tokens) : p.chunk_tokens;
+}
+
 // What one CTA works on, fixed for its lifetime.
 struct CtaWork {
   int q0;                  // first query node of the request
@@ -44,11 +49,12 @@ __device__ __forceinline__ bool cta_work(const VerifyKernelParams& p, CtaWork* w
   if (w->row0 >= w->rows_b) return false;
   const int kv_len = one ? p.one_request_kv_len : ld(p.kv_len, b);
   w->prefix = kv_len - nodes;
-  w->tok_begin = blockIdx.y * p.chunk_tokens;
+  const int chunk = p.step_chunk_tokens != nullptr ? ld(p.step_chunk_tokens, 0) : p.chunk_tokens;
+  w->tok_begin = blockIdx.y * chunk;
   if (w->tok_begin >= kv_len) return false;
-  w->tok_end = min(kv_len, w->tok_begin + p.chunk_tokens);
+  w->tok_end = min(kv_len, w->tok_begin + chunk);
   w->page_base = one ? 0 : ld(p.kv_page_indptr, b);
-  w->final_out = kv_len <= p.chunk_tokens;
+  w->final_out = kv_len <= chunk;
   return true;
 }
 

@@ -36,6 +36,9 @@ struct VerifyKernelParams {
   int32_t chunk_tokens;  // a multiple of the variant's kTokens (the wgmma kernel's 64-token
                          // tiles: of 32 when forced; a chunk's last tile may be partial)
   int32_t num_chunks;    // grid.y: the most chunks any request has
+  // Graph plans (treeverify/graph.h): the step's chunk length, which prepare_step writes into
+  // the workspace at every step, in place of chunk_tokens; null for host plans.
+  const int32_t* step_chunk_tokens;
   // Batch 1: the request's node count and kv_len, the plan's (the index arrays must hold the
   // values plan() was given, verify.h), so a CTA reads no metadata from memory before its
   // first copies; 0 for larger batches, which read qo_indptr, kv_len and kv_page_indptr.

@@ -376,10 +376,10 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
                                          const RowState& st, float* s_inv_l, float* s_lse,
                                          const float (&o)[V::kOMTiles][V::kONTiles][4],
                                          float v_scale = 1.f, float part_scale = 1.f) {
-  // w.final_out again, from values the loop keeps anyway (kv_len = L + T): a register
-  // holding the flag through the loop spilled the 64-row variants on sm_90 and sm_100, and
-  // reading kv_len again cost a global round trip per CTA (S1 5% slower, H200).
-  const bool final_out = w.prefix + w.rows_b / p.num_heads <= p.chunk_tokens;
+  // w.final_out again (kv_len <= the chunk length), from values the loop keeps anyway: the
+  // chunk is the whole sequence. A register holding the flag through the loop spills the
+  // 64-row variants (sm_90, sm_100), and so does reading the chunk length again.
+  const bool final_out = w.tok_begin == 0 && w.tok_end == w.prefix + w.rows_b / p.num_heads;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane % V::kLanesPerRow == 0) {
     const int row = warp * V::kRowsPerWarp + lane / V::kLanesPerRow;
