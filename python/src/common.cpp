@@ -165,4 +165,23 @@ void require_contiguous(const nb::ndarray<nb::ro>& a, const char* arg) {
   }
 }
 
+// Strides of a [rows, H, width] tensor whose last dimension must be contiguous; 0 (the
+// library's "contiguous") where an extent of 1 makes the stride meaningless. The binding's one
+// place that turns an array's layout into VerifyTensors and GraphLayer strides.
+void half_strides(const nb::ndarray<nb::ro>& a, const char* arg, int64_t* token, int64_t* head) {
+  *token = *head = 0;
+  if (a.size() == 0) return;  // nothing is read or written
+  if (a.stride(2) != 1 && a.shape(2) != 1)
+    raise_value(arg, fmt::format("last dimension has stride {}, expected 1 (shape {})", a.stride(2),
+                                 shape_string(a)));
+  for (size_t i = 0; i < 2; ++i) {
+    if (a.shape(i) > 1 && a.stride(i) <= 0)
+      raise_value(arg, fmt::format("stride {} in dimension {} (broadcast or reversed views are "
+                                   "not accepted)",
+                                   a.stride(i), i));
+  }
+  *token = a.shape(0) > 1 ? a.stride(0) : 0;
+  *head = a.shape(1) > 1 ? a.stride(1) : 0;
+}
+
 }  // namespace tvpy

@@ -106,10 +106,15 @@ nb::ndarray<nb::numpy, T, nb::ndim<2>> to_numpy_2d(std::vector<T>&& values, size
   return nb::ndarray<nb::numpy, T, nb::ndim<2>>(heap->data(), {rows, cols}, owner);
 }
 
+// Strides of a [rows, H, width] 16-bit tensor (its last dimension contiguous), 0 meaning
+// contiguous as the library's structs take them.
+void half_strides(const nb::ndarray<nb::ro>& a, const char* arg, int64_t* token, int64_t* head);
+
 // Module parts, one per binding file.
 void bind_system(nb::module_& m);
 void bind_verify(nb::module_& m);
 void bind_merge(nb::module_& m);
 void bind_tree(nb::module_& m);
+void bind_graph(nb::module_& m);
 
 }  // namespace tvpy

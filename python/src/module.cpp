@@ -55,4 +55,5 @@ NB_MODULE(_ext, m) {
   tvpy::bind_verify(m);
   tvpy::bind_merge(m);
   tvpy::bind_tree(m);
+  tvpy::bind_graph(m);
 }

@@ -11,6 +11,7 @@ from ._tree import (AcceptedPaths, DraftTree, DraftTreeBatch, SlotCommit, build_
                     build_tree, build_trees, commit_kv_paged, commit_slots,
                     custom_mask_from_parents, parents_from_custom_mask, tree_depths,
                     tree_positions, validate_trees, verify_greedy, verify_sampling)
+from ._graph import GraphPlan
 from ._verify import Plan, merge_state, mla_verify, plan
 
 LATENT_DIM = _ext.LATENT_DIM  # 512: width of V and out
@@ -32,7 +33,7 @@ def devices():
 
 __version__ = build_info()["version"]
 __all__ = [
-    "Error", "Plan", "plan", "mla_verify", "merge_state", "build_info", "devices",
+    "Error", "Plan", "plan", "GraphPlan", "mla_verify", "merge_state", "build_info", "devices",
     "build_tree", "build_trees", "verify_greedy", "verify_sampling", "commit_kv_paged",
     "commit_slots", "validate_trees", "tree_depths", "tree_positions", "build_ancestor_mask",
     "parents_from_custom_mask", "custom_mask_from_parents", "DraftTree", "DraftTreeBatch",
