@@ -181,8 +181,9 @@ bool decode_problem(Input& in, PlanInput* d) {
   d->lse_null = flags & 4;
   // q and out: a stride bit (8, 16) and a one-stride bit (32, 64). Both strides given (padded
   // heads and tokens); with the one-stride bit only the head stride (token stride 0, which
-  // means H head strides: the case efe5fd6 fixed); the one-stride bit alone, only the token
-  // stride (head stride 0: the row width); neither, both 0 (contiguous).
+  // means H head strides: core/strides.h, which every backend must resolve alike); the
+  // one-stride bit alone, only the token stride (head stride 0: the row width); neither, both
+  // 0 (contiguous).
   auto layout = [&](uint8_t strided, uint8_t one_stride) {
     if (flags & strided)
       return flags & one_stride ? PlanInput::kHeadStrideOnly : PlanInput::kBothStrides;

@@ -196,8 +196,8 @@ Status check_case(const SuiteCase& c, const PlanOptions& options, const PlanTuni
   testing::HostCase hc;
   TV_RETURN_IF_ERROR(build_case(small, &hc));
   // The copy runs the kernel the timed case runs: at a shorter prefix the CUDA schedule could
-  // pick another (on the H200, V1 checked at L = 7180 ran the portable 32-row kernel while V1
-  // ran the wgmma one), so the copy takes that case's rows a CTA unless they were forced
+  // pick another (on the H200, V1 checked at L = 7180 would run the portable 32-row kernel and
+  // V1 runs the wgmma one), so the copy takes that case's rows a CTA unless they were forced
   // already. A timed case that cannot be planned leaves the copy as it plans itself.
   PlanTuning small_tuning = tuning;
   Plan full;

@@ -138,8 +138,8 @@ class DeviceRunner final : public Runner {
   Status time_layers(int layers, int reps, LayerTimes* times) override {
     using Clock = std::chrono::steady_clock;
     // A copy of the plan with another id: its step data is never the workspace's, so each
-    // run alternating between the two rebuilds it (the mask, the pointer checks), which is
-    // what every run did before the step data was kept per plan.
+    // run alternating between the two rebuilds it (the mask, the pointer checks): what a run
+    // would pay if the step data were not kept per plan.
     Plan other = plan_;
     other.state.id = ~plan_.state.id;
     // One repetition: flush, then `enqueue`; host us spent in it and GPU ms of what it queued.

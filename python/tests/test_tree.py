@@ -117,7 +117,7 @@ def test_build_tree_scalars_and_token_ids_are_checked():
     with pytest.raises(ValueError, match=r"argument 'root_token': 4294967296 is out of range"):
         tv.build_tree(LOG_PROBS, TOKEN_IDS, budget=4, root_token=2**32)
     ids = TOKEN_IDS.astype(np.int64)
-    ids[1, 0] = 2**32 + 5  # was taken as token 5
+    ids[1, 0] = 2**32 + 5  # token 5 if truncated to 32 bits
     with pytest.raises(ValueError, match=r"argument 'token_ids': value 4294967301 at index "
                                          r"\[1, 0\] is outside int32"):
         tv.build_tree(LOG_PROBS, ids, budget=4)

@@ -53,7 +53,7 @@ Facts wgmma_facts(const DeviceDescription& d, DType dtype, KvMode mode) {
 }
 
 // The split schedule's cost model for a kernel on a device (split_schedule.h), measured on the
-// H200 (docs/kernels/portable-mma.md, "Schedule"): a portable CTA takes 62 ns a KV token at
+// H200 (docs/kernels/portable-mma.md, "The schedule"): a portable CTA takes 62 ns a KV token at
 // 64 rows (compute-bound), 39 ns at 32 rows and 60 ns at 16 (its 2-stage pipe waits on
 // memory), the wgmma kernel 37 ns; a CTA's fixed cost is 12 us at 64 portable rows and 9.5 us
 // otherwise (the wgmma kernel's is not measured apart: priced as the small variants', which
@@ -301,7 +301,7 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
   // The wgmma kernel's producer copies a whole 64-token tile inside one page by TMA tensor
   // copies from one thread where pages hold 64 rows or more. A 16-bit cache takes them only
   // where more than two row blocks share each tile of the largest request: they measured 4-10%
-  // faster from 256 rows and 4-7% slower at 128 on the H200; e4m3 caches, exact and fast, were
+  // faster from 256 rows and 4-7% slower at 128 on the H200; e4m3 caches, exact and fast, are
   // faster at every row count measured (docs/kernels/sm90-wgmma.md). Partial and
   // page-straddling tiles keep cp.async.
   const bool tma_applies = f.wgmma && problem.page_size >= 64;

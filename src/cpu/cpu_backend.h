@@ -21,8 +21,8 @@ struct ReferenceResult {
   // absolute) the row's out may move when every P code that a float32 kernel could round the
   // other way does (p x 448 within kFastPCodeMargin of the midpoint of two e4m3 values): the
   // sum over those tokens of the code step x |v| / the row's normaliser. One such code on a
-  // heavy token can move a row by 1e-2 where the rest of the row agrees to 1e-3 (H200,
-  // 2026-12-03: a 64-request decode batch, one row at 2.1e-2).
+  // heavy token can move a row by 1e-2 where the rest of the row agrees to 1e-3 (on the H200,
+  // one row of a 64-request decode batch at 2.1e-2: tests/cuda/fast_check.h).
   std::vector<double> out_slack;
 };
 // The relative distance of p x 448 from a rounding midpoint inside which the fast kernel's

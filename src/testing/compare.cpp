@@ -16,16 +16,16 @@ Tolerance tolerance_for(const Plan& plan) {
   if (!plan.state.wgmma) {
     // mma.sync e4m3 (QMMA; emulated on the H200 by fp16 HMMA), fp32 accumulation: what is left
     // against the same rounding is rounding out to 16 bits, fp32 sums, exp2.approx and P codes
-    // near a midpoint: out up to 1.8e-3, lse up to 2.6e-5 nats in 118 cases (H200, 2026-12-01;
-    // tests/cuda/fast_check.h).
+    // near a midpoint: out up to 1.8e-3, lse up to 2.6e-5 nats in 118 cases on the H200
+    // (tests/cuda/fast_check.h).
     return {.out = 4e-3, .lse = 1e-4, .p_code_margin = 1e-4};
   }
   // wgmma e4m3 (sm_90a): Hopper's FP8 tensor cores add with about 14 bits kept (DeepSeek-V3
   // report, section 3.3.2, for H800), so the scores carry errors of about 1e-3 nats on N(0, 1)
   // data even with the sums taken to fp32 every 4 k32 steps (kFastChain,
   // cuda/sm90/verify_wgmma.cuh), and P codes within that of a midpoint may round the other
-  // way. H200, 2026-12-03, suite cases V1-V4, D2, S1, S2: out up to 3.5e-3 (rows beyond the
-  // slack 2.4e-3), lse up to 2.8e-3 nats. Scores 20x larger (outlier channels) err 20x more:
+  // way. On the H200's suite cases V1-V4, D2, S1, S2: out up to 3.5e-3 (rows beyond the slack
+  // 2.4e-3), lse up to 2.8e-3 nats. Scores 20x larger (outlier channels) err 20x more:
   // tests/cuda/fast_check.h scales these bounds there.
   return {.out = 8e-3, .lse = 1e-2, .p_code_margin = 3e-3};
 }

@@ -157,8 +157,9 @@ TEST(CliSuite, CheckRoundsTheOracleLikeThePlan) {
 }
 
 // A case too long for the float64 oracle is checked on a copy with a shorter prefix, planned
-// with the case's rows a CTA: the copy runs the kernel the case runs. (On the H200 the copies
-// of V1, V2, D2 and S2 ran the portable 32-row kernel while the cases ran the wgmma one.)
+// with the case's rows a CTA: the copy runs the kernel the case runs. (Planned by their own
+// rows, on the H200 the copies of V1, V2, D2 and S2 would run the portable 32-row kernel and
+// the cases run the wgmma one.)
 TEST(CliSuite, AShortenedCheckRunsTheTimedKernel) {
   const SuiteCase c{.name = "v1-like",
                     .num_heads = 8,

@@ -49,8 +49,8 @@ TEST(CombineShape, OneRoundOfLoadsWhereSomeShapeHasIt) {
 }
 
 TEST(CombineShape, MeasuredChoicesOnTheH200) {
-  // H200, 2026-12-04 (cuda/sm80/DESIGN_NOTES.md, "Small work"): V1/D2's 66 chunks took two
-  // rounds with 8-byte loads; 16-byte loads at 16 lanes read them in one with 512 blocks.
+  // Measured on the H200 (docs/kernels/combine.md): with 8-byte loads V1/D2's 66 chunks take
+  // two rounds; 16-byte loads at 16 lanes read them in one with 512 blocks.
   CombineShape s = choose_combine_shape(128, 66, kH200Sms);
   EXPECT_EQ(s.cols, 8);
   EXPECT_EQ(s.lanes, 16);
@@ -60,7 +60,7 @@ TEST(CombineShape, MeasuredChoicesOnTheH200) {
   EXPECT_EQ(s.cols, 8);
   EXPECT_EQ(s.lanes, 32);
   EXPECT_EQ(s.warps, 4);
-  // S1 and S3: already one round with 8-byte loads; half the blocks measured 2-3% slower.
+  // S1 and S3: already one round with 8-byte loads; half the blocks are 2-3% slower.
   s = choose_combine_shape(128, 33, kH200Sms);
   EXPECT_EQ(s.cols, 4);
   EXPECT_EQ(s.blocks, 512);

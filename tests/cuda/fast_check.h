@@ -16,11 +16,11 @@ namespace treeverify::testing {
 
 // The bounds against the oracle with the kernel's rounding are the plan's
 // (testing::tolerance_for: the mma.sync kernels' from the errors of 118 cases on the H200,
-// 2026-12-01, emulated products; the wgmma kernel's from its own). Rows are measured beyond
-// the oracle's slack for P codes that may round the other way (ReferenceResult::out_slack):
-// one such code on a heavy token put a row of a 64-request decode batch at 2.13e-2
-// (2026-12-03, seed 17643779267259826339; that row's slack on the CPU, chunks of 256 or 384
-// tokens: 2.12-2.13e-2).
+// emulated products; the wgmma kernel's from its own). Rows are measured beyond the oracle's
+// slack for P codes that may round the other way (ReferenceResult::out_slack): one such code
+// on a heavy token puts a row of a 64-request decode batch at 2.13e-2 (seed
+// 17643779267259826339; that row's slack on the CPU, chunks of 256 or 384 tokens:
+// 2.12-2.13e-2).
 // Against exact attention on the same cache: Q's and P's e4m3 rounding (3 mantissa bits), on
 // N(0, 1) data: out [8.5e-2, worst row 0.22 (checked against 3x the bound)], lse [0.30 nats].
 inline constexpr double kExactOutTol = 0.12;
@@ -85,8 +85,8 @@ inline const TileConfigs& fast_tables() {
 struct Bounds {
   double exact_out = kExactOutTol, exact_lse = kExactLseTol;
   // The plan's same-rounding bounds times this on the wgmma kernel, whose FP8 sums err in
-  // proportion to the scores' size (testing::tolerance_for): 10 for outlier channels (H200,
-  // 2026-12-03: lse 5.7e-2, out 5.6e-3, worst row 2.6e-2 against the plain bounds 1e-2, 8e-3).
+  // proportion to the scores' size (testing::tolerance_for): 10 for outlier channels (on the
+  // H200 lse 5.7e-2, out 5.6e-3, worst row 2.6e-2 against the plain bounds 1e-2, 8e-3).
   double wgmma_same_scale = 1;
 };
 

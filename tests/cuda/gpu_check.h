@@ -146,8 +146,9 @@ inline GpuResult run_on_gpu(const HostCase& host, const GpuOptions& options) {
   return r;
 }
 
-// Prints a comparison as one "accuracy" line (scripts/device_run.sh gathers them into the
-// error figures of bench/results): the kernel, the oracle it was compared with, the errors.
+// Prints a comparison as one "accuracy" line (bench/tools/device_run.sh keeps the largest per
+// kernel kind and oracle; the figures: docs/DESIGN.md section 5): the kernel, the oracle it
+// was compared with, the errors.
 inline void print_accuracy(const std::string& kernel, const char* oracle, const Comparison& c,
                            const std::string& what) {
   // With the oracle's slack, row is the worst row beyond it and row_raw the worst before it.
@@ -210,8 +211,8 @@ inline void set_score_steps(HostCase& host) {
 }
 
 // The lse bound on data with outlier channels (add_outlier_channels): their scores reach
-// about 160 nats, where fp32 accumulation of 576 products leaves about 1e-4 absolute (H200,
-// 2026-12-01: bf16 3.5e-4, e4m3 exact 5.8e-5, against the same 16-bit bound on out).
+// about 160 nats, where fp32 accumulation of 576 products leaves about 1e-4 absolute (on the
+// H200 bf16 3.5e-4, e4m3 exact 5.8e-5, against the same 16-bit bound on out).
 inline constexpr double kOutlierLseAbsTol = 2e-3;
 
 // Checks a GPU result of `host` against the oracle that rounds P like the kernel does.
@@ -234,7 +235,8 @@ inline void expect_close_to_oracle(const HostCase& host, const std::string& what
 }
 
 // Prints (does not check) the error of a GPU result against exact attention: the oracle with
-// nothing rounded, so P's rounding counts too (the figures of bench/results beside fast mode's).
+// nothing rounded, so P's rounding counts too (fast mode's such figures: docs/DESIGN.md
+// section 5).
 inline void print_exact_accuracy(const HostCase& host, const std::string& what,
                                  const GpuResult& gpu) {
   if (gpu.out.size() != host.out_elems()) return;

@@ -117,8 +117,7 @@ TEST(GpuE4M3, NanCodeReachesOnlyTheRowsThatSeeIt) {
 
 // The same under the device's own table with 64 rows a CTA forced (on sm_90a code the wgmma
 // kernel, whose producer widens the codes), fp16 as well, and the request split into 64-token
-// chunks, so the NaN chunk's partial reaches the combine. Written 2026-12-01 without device
-// time left: its first GPU run is still to come.
+// chunks, so the NaN chunk's partial reaches the combine.
 TEST(GpuE4M3, NanCodeInSplitRequestsAndFp16) {
   TV_SKIP_WITHOUT_GPU();
   for (DType dtype : {DType::kBF16, DType::kFP16})

@@ -41,8 +41,8 @@ TEST(GpuNonFinite, ValuesReachOnlyTheRowsThatSeeThem) {
 }
 
 // One value per variant of the three tables, one pass and split: small enough for the
-// sanitizers (scripts/device_run.sh), which check the quarantine's shared-memory writes and
-// the epilogue's atomics.
+// sanitizers (bench/tools/device_run.sh sanitize), which check the quarantine's shared-memory
+// writes and the epilogue's atomics.
 TEST(GpuNonFinite, EveryVariantOnce) {
   TV_SKIP_WITHOUT_GPU();
   for (int heads : {2, 8, 16}) {

@@ -258,8 +258,8 @@ TEST(GpuVerify, Fp16) {
 }
 
 // Plain N(0, 1) data, and 8 latent channels 20x larger in q and the cache (gpu_check.h), as real
-// latent caches have; the error against exact attention (P unrounded) is printed for
-// bench/results.
+// latent caches have; the error against exact attention (P unrounded) is printed as an
+// "accuracy" line (gpu_check.h).
 TEST(GpuVerify, OutlierChannels) {
   TV_SKIP_WITHOUT_GPU();
   check_plain_and_outliers(spec("", 16, {16}, {20000}, 64));

@@ -57,12 +57,12 @@ constexpr CombineShape combine_shape(int cols, int lanes, int64_t rows, int num_
 
 // The shape for `rows` rows (the grid's: the largest request's rows x requests) of
 // `num_chunks` partials each, on a device of `device_sms` SMs. In order of what it costs
-// (H200, 2026-12-04, ncu and whole calls; cuda/sm80/DESIGN_NOTES.md, "Small work"):
+// (H200, ncu and whole calls: docs/kernels/combine.md):
 //   1. the fewest rounds of loads, times the waves of blocks: each round is a trip to L2 that
-//      nothing hides (S2's 17 chunks read in two rounds took 9.4 us, in one 6.9);
+//      nothing hides (S2's 17 chunks read in two rounds take 8.8-9.5 us, in one 6.6-6.9);
 //   2. enough blocks to give each SM two (where a call leaves SMs idle, a programmatic
-//      combine's blocks wait on them, and few blocks crowd onto those SMs: S1 and S3 lost
-//      2-3% with half the blocks);
+//      combine's blocks wait on them, and few blocks crowd onto those SMs: half the blocks
+//      cost S1 and S3 2-3%);
 //   3. beyond that, fewer and larger blocks (S2: 1024 blocks of 4 warps 6.9 us, 2048 of 2
 //      warps 7.8);
 //   4. more threads.

@@ -28,7 +28,7 @@ __host__ __device__ inline void e4m3x4_to_f16x2x2_generic(uint32_t x, uint32_t& 
 // its exponent field (a subnormal reads as -127). 0 for a zero row and for one with a NaN or
 // infinity (which must end NaN). s lies in [-113, 126], so 2^s and 2^-s are normal floats. The
 // portable kernel (cuda/sm80/fp8_ops.cuh) spells the same rule out: through this call ptxas
-// spilled 4 bytes in its 255-register r64-s3-t16 variant.
+// spills 4 bytes in its 255-register r64-s3-t16 variant.
 __host__ __device__ constexpr int exact_q_shift(uint32_t amax) {
   const int e = static_cast<int>(amax >> 7) - 127;
   return amax != 0 && e < 128 ? (14 - e < 126 ? 14 - e : 126) : 0;

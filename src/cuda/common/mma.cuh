@@ -52,7 +52,7 @@ __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], uint32_t add
 
 // D = A * B + D with e4m3 A and B, fp32 accumulators: m16n8k32 (A 4 registers, B 2) and
 // m16n8k16 (A 2, B 1). In byte pairs the fragments have the layouts of the bf16 m16n8k16
-// and m16n8k8 ones (src/cuda/sm80/FP8_FAST_MODE.md, section 1).
+// and m16n8k8 ones (docs/kernels/fp8-fast-mode.md, "Fragments").
 __device__ __forceinline__ void mma_e4m3_16832(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                                uint32_t b1) {
 #if TV_HAS_MMA_E4M3

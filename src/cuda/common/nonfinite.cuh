@@ -14,10 +14,9 @@
 // Only an engine that wrote NaN or infinity into its cache or queries takes this path: it is
 // written to be plain, not fast, and the main loop has no code for it.
 //
-// Measured on the H200 (2026-11-30, two runs each against eaa6c18): a quarantine pass inside
-// the main loop over tiles with tree tokens cost 13-18% on V1-V4 (the 255-register 64-row
-// variants lost their schedule); this design costs 1-2.5% (V1 0.1971 against 0.1952 ms, V4
-// 5.580 against 5.452, S1 0.0212 against 0.0209, S3 0.0424 against 0.0417), from the
+// Why here and not in the loop (H200: docs/kernels/portable-mma.md, "Numerics"): a quarantine
+// pass inside the main loop over tiles with tree tokens costs 13-18% on V1-V4 (the
+// 255-register 64-row variants lose their schedule); this design costs 1-2.5%, from the
 // epilogue's check and barrier and from a different register allocation of the same loop.
 #pragma once
 

@@ -5,7 +5,8 @@
 // request) against a stream of KV tiles. Per query row the fp32 output is 512 floats and the
 // 16-bit query 576 values; with 8 warps and kRows = 32 that is 64 + 72 registers per thread
 // (O split by columns, Q split along the 576-deep dot product), which leaves shared memory
-// to the KV pipeline. Measured figures and what limits each variant: DESIGN_NOTES.md.
+// to the KV pipeline. Measured figures and what limits each variant:
+// docs/kernels/portable-mma.md.
 #pragma once
 
 #include <cstdint>
@@ -50,8 +51,8 @@ struct Variant {
   static constexpr int kRedStride = kTokens + 8;
   // The epilogue's 16-bit stores (tile_ops.cuh): a quad's 16 adjacent columns at a time
   // (store_quad_columns: whole sectors, one shuffle), or 2 columns a lane in the 64-row
-  // variants, which have no register to spare: with the exchange r64-s3-t16 spilled 4 bytes on
-  // sm_120 and r64-s4 8 bytes on sm_100, both at 255 registers (nvcc 13.0, 2026-12-02).
+  // variants, which have no register to spare: at 255 registers the exchange spills 4 bytes
+  // of r64-s3-t16 on sm_120 and 8 of r64-s4 on sm_100 (nvcc 13.0).
   static constexpr bool kQuadStores = kRows < 64;
   // P [rows][kPStride] 16-bit: 80 or 48-byte rows are conflict-free for ldmatrix.
   static constexpr int kPStride = kTokens + 8;
@@ -61,16 +62,16 @@ struct Variant {
   // into, so the loop runs the phases in order.
   static constexpr bool kOverlap = kStages >= 3;
   // Where a thread copies tile i+kStages-1: after its products of tile i (kLateCopies), or at
-  // the start of tile i. Late copies land one tile closer to their use: 4 stages afford that,
-  // 3 do not. Measured in the one-loop schedule (H200: 2-3% faster with 4 stages, V1 10%
-  // slower with 3, the early burst queueing ahead of the softmax's loads) and kept for the
-  // halves (half B's copies moved before its products: 5% slower).
+  // the start of tile i. Late copies keep the burst from queueing ahead of the softmax's loads
+  // but land one tile closer to their use: 4 stages afford that, 3 do not (V1 10% slower). In
+  // the 4-stage halves, half B's copies also go after its products (H200:
+  // docs/kernels/portable-mma.md, "The three main loops").
   static constexpr bool kLateCopies = kStages >= 4;
   // Two halves (kHalves, 64-row CTAs of 32-token tiles): warps 0-3 hold rows 0-31 and warps
   // 4-7 rows 32-63 through every step, so the halves meet only at one CTA barrier a tile, and
   // one runs its softmax while the other runs its products (the loop in kernel.cuh). With
-  // 16-token tiles (sm_86/89/120) the halves measured only 2-3% faster on the H200 and spill
-  // 8 bytes on sm_120, so those keep the loop of the smaller CTAs.
+  // 16-token tiles (sm_86/89/120) the halves gain only 2-3% (H200) and spill 8 bytes on
+  // sm_120, so those keep the loop of the smaller CTAs.
   static constexpr bool kHalves = kMTiles == 4 && kStages >= 3 && !kBulk && kTokens == 32;
   // P.V: the O tile a warp owns. Halves: 32 rows x 128 columns; otherwise all rows x 64 columns.
   static constexpr int kOMTiles = kHalves ? kMTiles / 2 : kMTiles;
@@ -83,9 +84,9 @@ struct Variant {
     return kHalves ? (warp % kWarpsPerHalf) * kOCols : warp * kOCols;
   }
   // Exact mode on an e4m3 cache: the 16 and 32-row variants widen K and V to fp16 in registers
-  // after each ldmatrix (fp8_ops.cuh); the 64-row ones, at 255 registers, spilled 8-48 bytes
-  // that way on sm_90, sm_100 or sm_120 (nvcc 13.0, 2026-12-01), so they widen each tile to
-  // fp16 in shared memory first (dequantize_tile). Same products, same results.
+  // after each ldmatrix (fp8_ops.cuh); the 64-row ones, at 255 registers, spill 8-48 bytes
+  // that way on sm_90, sm_100 or sm_120 (nvcc 13.0), so they widen each tile to fp16 in
+  // shared memory first (dequantize_tile). Same products, same results.
   static constexpr bool kE4M3InRegisters = kMTiles < 4;
   // 16-row CTAs fit in 128 registers a thread: ask for two CTAs per SM to hide latency.
   static constexpr int kMinBlocks = kMTiles == 1 ? 2 : 1;
@@ -141,8 +142,8 @@ using VariantR64S4 = Variant<4, 4>;   // 64 rows, 4 stages: sm_90/100 (227 KB pe
 using VariantR16S2Bulk = Variant<1, 2, true>;      // 16 rows, bulk copies (sm_90+); in_order
 using VariantR64S3T16 = Variant<4, 3, false, 16>;  // 64 rows, 3 x 16 tokens: 99 KB; overlap
 
-// Whether code for SM version `sm` runs mma.sync e4m3 natively (one QMMA; sm_89, sm_120 and
-// sm_121, SASS read with cuobjdump 2026-11-30): where Precision::kFast runs its FP8 products.
+// Whether code for SM version `sm` runs mma.sync e4m3 natively (one QMMA in the SASS: sm_89,
+// sm_120 and sm_121): where Precision::kFast runs its FP8 products.
 // sm_90 emulates them (fp16 HMMA after conversion); sm_100 is not verified.
 constexpr bool native_fp8_mma(int sm) { return sm == 89 || sm == 120 || sm == 121; }
 
@@ -171,15 +172,13 @@ enum class VariantId : int {
 // Per-architecture table: the variant a device runs for requests of at most 16 rows, at most
 // 32, and more. The 64-row variants read each KV tile into shared memory once for twice the
 // rows of the 32-row ones; on the 99 KB a block of sm_86/89/120 they fit with 16-token tiles
-// and 3 stages (4 stages of 16 tokens, squeezed into 99 KB, measured 3-4% slower on the H200).
-// With 4 stages the copies go out after the products (kLateCopies), which measured 2.5-3%
-// faster than 3 stages' earlier copies on sm_90 (H200, 2026-11-29, DESIGN_NOTES.md). Bulk
-// copies (one instruction a KV row) made memory-bound decode 2.5% faster on the H200 and the
-// 64-row variant 17% slower, so only the 16-row variant uses them (sm_120 keeps cp.async: its
-// bulk-copy speed is unmeasured). With an e4m3 cache (576-byte rows) the bulk copies lost:
-// D1 0.158 ms with r16-s2-bulk against 0.132 with r16-s2, S3 0.0318 against 0.0290 (H200,
-// 2026-12-01, exact mode, same run), so e4m3 decode takes `up_to_16_rows_e4m3`. What each
-// architecture's code holds: variant_in_build below.
+// and 3 stages (4 stages of 16 tokens, squeezed into 99 KB, are 3-4% slower). With 4 stages
+// the copies go out after the products (kLateCopies, 2.5-3% faster). Bulk copies (one
+// instruction a KV row) make memory-bound decode 2.5% faster and the 64-row variant 17-20%
+// slower, so only the 16-row variant uses them (sm_120 keeps cp.async: its bulk-copy speed is
+// unmeasured). With an e4m3 cache (576-byte rows) they are slower (D1 0.158 ms against 0.132
+// on r16-s2), so e4m3 decode takes `up_to_16_rows_e4m3`. Figures, H200:
+// docs/kernels/portable-mma.md. What each architecture's code holds: variant_in_build below.
 struct TileConfig {
   int arch;  // SM version the entry is for
   VariantId up_to_16_rows, up_to_32_rows, more_rows;

@@ -6,14 +6,14 @@
 //   (Variant::kE4M3InRegisters, dequantize_tile);
 // - fast mode (Precision::kFast, KvMode::kE4M3Fast): Q rounded to e4m3 with a scale a row,
 //   S = Q K^T and O += P V as e4m3 mma.sync products (QMMA, native on sm_89 and sm_120). The
-//   fragment plan and where it comes from: FP8_FAST_MODE.md beside this file.
+//   fragment plan and where it comes from: docs/kernels/fp8-fast-mode.md.
 // softmax_tile and epilogue (tile_ops.cuh) hold the P stores and O's column order of both:
 // a lane's ldmatrix.trans of the e4m3 V gives it byte pairs of two columns, so O's 8-column
 // tiles come in pairs (even columns, odd columns) in both modes.
 //
 // Fast mode runs the variants of the 99 KB tables (16 and 32 rows of 32-token tiles, 64 rows
 // of 16-token tiles; none of them halves or bulk copies). The e4m3 tile sits at
-// kE4M3RowOffset of 1168-byte stage rows (tile_ops.cuh).
+// kE4M3RowOffset of 1168-byte stage rows (e4m3_tile.cuh).
 #pragma once
 
 #include <cuda_fp16.h>

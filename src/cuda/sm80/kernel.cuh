@@ -20,7 +20,7 @@
 // A request with one chunk writes out/lse directly; otherwise each chunk writes a
 // normalised partial (in the output's type) and its lse, merged by the combine kernel
 // (cuda/common/combine.cu). Rows that come out with a non-finite value are recomputed exactly
-// (nonfinite.cuh). Figures and limits: DESIGN_NOTES.md beside this file.
+// (cuda/common/nonfinite.cuh). Figures and limits: docs/kernels/portable-mma.md.
 #pragma once
 
 #include "cuda/common/arch.cuh"
@@ -268,7 +268,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   auto softmax = [&](int tile) {
     // The scores' factor beyond softmax_scale on an e4m3 cache: kv_scale x Q's row scale, in
     // s_lse since the prologue's barriers; a shared load a tile, not a register held through
-    // the loop (the 64-row variants sit at 255: that one spilled them on sm_90).
+    // the loop (the 64-row variants sit at 255: that register spills them on sm_90).
     float score_scale = 1.f;
     if constexpr (kE4M3) score_scale = ld_shared_volatile(s_lse + sm_row);
     softmax_tile<T, V, kE4M3, kFast>(p, w, s_red, s_p, s_alpha, w.tok_begin + tile * V::kTokens,

@@ -1,7 +1,7 @@
-// Host entry points of the portable kernel, explicit instantiations per (dtype, variant) in
-// instantiations/, each for a 16-bit cache, an e4m3 one, and (the 99 KB tables' variants)
-// an e4m3 one in fast mode (KvMode, params.h). Launch code never sees the kernel template
-// itself.
+// Host entry points of the portable kernel, explicit instantiations per (dtype, variant)
+// generated from instance.cu.in by src/CMakeLists.txt, each for a 16-bit cache, an e4m3 one,
+// and (the 99 KB tables' variants) an e4m3 one in fast mode (KvMode, params.h). Launch code
+// never sees the kernel template itself.
 #pragma once
 
 #include <cuda_runtime.h>

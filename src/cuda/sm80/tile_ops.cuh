@@ -177,8 +177,8 @@ __device__ __forceinline__ void qk_partial(uint32_t stage,
   const int row0 = (sub / V::kQKTokenGroups) * V::kQKMTiles * 16;
   const int tok0 = (sub % V::kQKTokenGroups) * V::kQKPasses * 16;
   // The passes (two with 64 rows of 32-token tiles) compiled as one block, so ptxas overlaps
-  // the next pass's loads with this one's products (H200, halves: V4 6.09 -> 5.54 ms; sm_80's
-  // table forced: 6.75 -> 6.19 ms), except where that spills (TV_FITS_3_STAGE_QK_BLOCK).
+  // the next pass's loads with this one's products (about 9% faster on V4, H200, under the
+  // sm_90 and the sm_80 tables), except where that spills (TV_FITS_3_STAGE_QK_BLOCK).
   constexpr int kUnroll = V::kStages >= 4 || TV_FITS_3_STAGE_QK_BLOCK ? V::kQKPasses : 1;
 #pragma unroll kUnroll
   for (int pass = 0; pass < V::kQKPasses; ++pass) {
@@ -217,7 +217,8 @@ struct RowState {
 // Fast mode's P (fp8_ops.cuh): e4m3 rows of kP8Stride bytes (48: 8 rows of an ldmatrix phase
 // in 8 different 16-byte bank groups), token tau of a 32-token tile at byte p8_offset(tau) =
 // 16 h + 4 t + 2 a + b for tau = 16 h + 8 a + 2 t + b, the k order of pv_tile_e4m3's V
-// fragments (FP8_FAST_MODE.md, section 3b). Pairs (b = 0, 1) stay adjacent.
+// fragments (docs/kernels/fp8-fast-mode.md, "V's byte transpose"). Pairs (b = 0, 1) stay
+// adjacent.
 inline constexpr int kP8Stride = 48;
 __device__ __forceinline__ int p8_offset(int tau) {
   return (tau & 16) + 4 * ((tau >> 1) & 3) + 2 * ((tau >> 3) & 1) + (tau & 1);
@@ -376,9 +377,10 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
                                          const RowState& st, float* s_inv_l, float* s_lse,
                                          const float (&o)[V::kOMTiles][V::kONTiles][4],
                                          float v_scale = 1.f, float part_scale = 1.f) {
-  // w.final_out again (kv_len <= the chunk length), from values the loop keeps anyway: the
-  // chunk is the whole sequence. A register holding the flag through the loop spills the
-  // 64-row variants (sm_90, sm_100), and so does reading the chunk length again.
+  // w.final_out again (kv_len <= the chunk length: the chunk is the whole sequence), from
+  // values the loop keeps anyway: a register holding the flag through the loop spills the 64-row
+  // variants on sm_90 and sm_100, and so does reading the chunk length (a graph plan's is in
+  // memory) or kv_len again (a global round trip per CTA besides: S1 5% slower, H200).
   const bool final_out = w.tok_begin == 0 && w.tok_end == w.prefix + w.rows_b / p.num_heads;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane % V::kLanesPerRow == 0) {

@@ -30,8 +30,8 @@ __device__ __forceinline__ bool nonfinite2(uint32_t v) {
 // epilogue's contract, cuda/sm80/tile_ops.cuh).
 // The rows go through shared memory (s_out, a free stage) so that the code each CTA runs once is
 // short: stored from the accumulators in place, the unrolled normalise/pack/exchange/store
-// sequence was 13.8 KB of SASS, and fetching it cold was about half of S1's instruction-fetch
-// stalls, which were 36% of its warp samples (H200, 2026-12-03: DESIGN_NOTES.md). Here the
+// sequence is 13.8 KB of SASS, and fetching it cold makes about half of S1's instruction-fetch
+// stalls, which make 36% of its warp samples (H200: docs/kernels/sm90-wgmma.md). Here the
 // unrolled part is the normalise, pack and 16 stmatrix a thread; the copy out and the
 // non-finite test are a loop. kTransposed: o is O^T (fast mode, fast_pipeline.cuh), staged by
 // 32-bit stores instead.

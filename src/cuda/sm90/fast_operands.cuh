@@ -63,9 +63,9 @@ __device__ __forceinline__ uint64_t p8_desc(uint32_t s_p) { return smem_desc(s_p
 // column's 4 tokens in P's k order (2 q + {0, 1, 8, 9}), which is the A fragment's k 4 q .. 4 q
 // + 3. Free of bank conflicts: a matrix's 8 rows are 8 consecutive tokens in the 128-byte
 // swizzle. All 8 loads go before the permutes (the shared-memory asm keeps its order: in
-// load-permute pairs each load's latency was exposed, H200, 2026-12-04).
+// load-permute pairs each load's latency is exposed).
 // The warp and lane are read from %tid.x here (volatile), not kept from elsewhere (hoisted out
-// of the consumers' loop, such addresses spilled there: O holds 128 registers).
+// of the consumers' loop, such addresses spill there: O holds 128 registers).
 __device__ __forceinline__ void load_v_fragments(uint32_t codes, int g, uint32_t (&a)[32]) {
   uint32_t tid;
   asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));

@@ -17,14 +17,14 @@
 //   4. once this warpgroup's P is all stored, O^T rescaled, `own`'s V into registers and
 //      O^T += V^T P^T.
 // Each P V is waited for where it is issued: left running beside the softmax, V's 32
-// registers made ptxas spill. (Both P V after the softmax, so that the other warpgroup gets
-// each P one P V sooner, measured slower: V4 2.04 ms against 1.97-1.98, H200, 2026-12-04;
-// sm90/DESIGN_NOTES.md.) A stage of codes is freed once both warpgroups have taken their V of
-// it (every consumer thread arrives). O^T's columns are the rows, so a row's alpha reaches every
-// thread through shared memory (Fast::kAlphaOffset): four buffers, so that a warpgroup's reads
-// of tile t's alphas are ordered before their rewrite at t + 4 by the P-ready mbarriers (with
-// two, only the wgmma between them did, and racecheck saw a hazard). The epilogue writes O
-// back from O^T's layout.
+// registers make ptxas spill. (Both P V after the softmax, which gives the other warpgroup
+// each P one P V sooner, is slower: V4 2.04 ms against 1.97-1.98 on the H200.) A stage of
+// codes is freed once both warpgroups have taken their V of it (every consumer thread
+// arrives). O^T's columns are the rows, so a row's alpha reaches every thread through shared
+// memory (Fast::kAlphaOffset): four buffers, so that a warpgroup's reads of tile t's alphas are
+// ordered before their rewrite at t + 4 by the P-ready mbarriers (with two, only the wgmma
+// between them would order them, and racecheck reports a hazard). The epilogue writes O back
+// from O^T's layout.
 #pragma once
 
 #include "cuda/sm90/fast_operands.cuh"
@@ -36,10 +36,10 @@ namespace treeverify::cuda::sm90 {
 
 // Fast mode's score chains, in k32 steps: Hopper's FP8 tensor cores add with about 14 bits
 // kept (the DeepSeek-V3 report, section 3.3.2), so the deeper a chain the larger the scores'
-// error; each chain ends in a wait, so the shorter the slower. H200, 2026-12-03, V2 against
-// the oracle with the kernel's rounding (lse, nats) and V2's time: one chain of 18, 8.8e-3;
-// chains of 4, 1.9e-3 and 0.400 ms; of 2, 1.3e-3 and 0.445 ms; of 1, 6.3e-4 and 0.540 ms
-// (cuda/sm90/DESIGN_NOTES.md, "Fast mode").
+// error; each chain ends in a wait, so the shorter the slower. V2 against the oracle with the
+// kernel's rounding (lse, nats) and V2's time on the H200: one chain of 18, 8.8e-3; chains of
+// 4, 1.9e-3 and 0.400 ms; of 2, 1.3e-3 and 0.445 ms; of 1, 6.3e-4 and 0.540 ms
+// (docs/kernels/sm90-wgmma.md, "Why chains of 4").
 inline constexpr int kFastChain = 4;
 
 // O^T's block mb (columns 64 mb .. of this warpgroup's 256) as a wgmma accumulator.
@@ -80,7 +80,7 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
   const int lane = static_cast<int>(threadIdx.x) % 32;
   auto plus = [](uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); };
   // A buffer's address is made where it is used, from s_base through an opaque copy: hoisted
-  // out of the loop, the addresses of the stages and buffers spilled.
+  // out of the loop, the addresses of the stages and buffers spill.
   auto base = [&] {
     uint32_t b;
     asm volatile("mov.u32 %0, %1;\n" : "=r"(b) : "r"(s_base));
@@ -99,7 +99,7 @@ __device__ __forceinline__ void consume_fast(const VerifyKernelParams& p, const 
   };
   // This thread is done with tile t's codes: its V is in registers (and, for the owner, the
   // scores have completed). Every thread arrives for its own ldmatrix reads (racecheck does
-  // not follow a warp's arrival after __syncwarp to its lanes' reads: sm90/DESIGN_NOTES.md).
+  // not follow a warp's arrival after __syncwarp to its lanes' reads: docs/kernels/sm90-wgmma.md).
   auto free_codes = [&](int t) {
     mbar_arrive(s_base + Fast::kFreeOffset + 8 * (t % Fast::kCodeStages));
   };

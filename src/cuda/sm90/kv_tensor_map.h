@@ -24,7 +24,7 @@ struct KvTensorMaps {
   CUtensorMap tail;
 };
 // The kernel's parameter: both maps for fast mode's TMA instance, `main` alone for the others
-// (whose code and parameters stay as they were before fast mode took TMA).
+// (so that their code and parameters do not carry fast mode's second map).
 template <bool kFast, bool kTma>
 using KernelMaps = std::conditional_t<kFast && kTma, KvTensorMaps, CUtensorMap>;
 

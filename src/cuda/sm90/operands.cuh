@@ -172,7 +172,7 @@ inline constexpr int kWidenRows = 2, kWidenRowStep = 16;
 template <bool kUnrolled>
 __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
   // The thread's row and unit from %tid.x read here (volatile), not kept from elsewhere: the
-  // consumers, whose O holds 128 registers, spilled addresses hoisted out of their loop.
+  // consumers, whose O holds 128 registers, spill addresses hoisted out of their loop.
   uint32_t tid;
   asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
   const uint32_t u = tid % 8, r0 = tid % 128 / 8 + 32 * half;
@@ -183,8 +183,8 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
   const uint32_t st = stage + (u / 4) * Tile::kBlockBytes + r0 * 128;
   // Lanes u and u + 4 of a row write the same units of two blocks, so the same banks: lanes
   // u >= 4 store their two halves in the other order (unit ^ 1 first, their codes swapped
-  // after the load), so that each quarter-warp's 8 stores fall in 8 different bank groups (ncu,
-  // H200, 2026-12-04: 33.9M bank-conflict wavefronts on V4's shape, the widening's stores 2-way).
+  // after the load), so that each quarter-warp's 8 stores fall in 8 different bank groups (in
+  // one order the stores are 2-way: ncu counts 33.9M bank-conflict wavefronts on V4's shape).
   const uint32_t swap = u / 4;
   const uint32_t unit = ((2 * (u % 4)) ^ (r0 % 8)) ^ swap;
   constexpr int kPieces = (kQKDim + 127) / 128;  // 128 codes of each row
@@ -253,11 +253,10 @@ __device__ __forceinline__ void widen_e4m3_rows(uint32_t stage, int half) {
 //   before it that went by cp.async is announced once they are issued. A chunk's partial last
 //   tile, and tiles that straddle two pages (forced chunk lengths of an odd number of 32-token
 //   tiles), keep cp.async: their rows past the chunk must be zero, not whatever the page holds.
-// The page-table entries of tile t + 1 are read while tile t's copies go out. (One warp
-// issuing every copy took about 4 us a tile on the H200; the warpgroup shares them. Splitting
-// it into two halves that take alternate e4m3 tiles, so that one widens while the other's
-// copies fly, was slower: V1 0.222 ms against 0.198, H200 2026-12-01; the widening's
-// shared-memory traffic is what limits it.)
+// The page-table entries of tile t + 1 are read while tile t's copies go out. (The warpgroup
+// shares the copies: one warp issuing them all takes about 4 us a tile on the H200. Two halves
+// taking alternate e4m3 tiles, one widening while the other's copies fly, are slower, V1 0.222
+// ms against 0.198: the widening's shared-memory traffic is what limits it.)
 template <bool kE4M3, bool kFast, bool kTma>
 __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
                                         uint32_t s_base, const KernelMaps<kFast, kTma>& kv_maps) {
@@ -400,7 +399,7 @@ __device__ __forceinline__ void produce(const VerifyKernelParams& p, const CtaWo
       if constexpr (kFast) {
         // Tile - 1's copies are waited for here, with this tile's in flight, and announced by a
         // plain arrival (racecheck does not follow cp.async.mbarrier.arrive to this pipeline's
-        // readers: sm90/DESIGN_NOTES.md); the last tile's after the loop.
+        // readers: docs/kernels/sm90-wgmma.md); the last tile's after the loop.
         cp_async_commit();
         if (tile > 0 && (!kTma || by_copies) && !announced) {
           cp_async_wait<1>();

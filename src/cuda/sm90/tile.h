@@ -19,7 +19,7 @@ struct WgmmaTile {
   // copies, all 128 threads). Registers (setmaxnreg): each SM sub-partition holds one warp
   // of each warpgroup in its 16384 registers, so 40 a producer thread leave the consumers 232.
   // (A producer warp alone, 9 warps, puts 3 warps on one sub-partition: 168 registers a
-  // thread, and the consumers spilled 416 bytes.)
+  // thread, and the consumers spill 416 bytes.)
   static constexpr int kWarpgroups = 2;
   static constexpr int kConsumerThreads = kWarpgroups * 128;
   static constexpr int kProducerWarp = kConsumerThreads / 32;
@@ -47,8 +47,8 @@ struct WgmmaTile {
     static constexpr int kTailCode = 512;
     static constexpr int kTailOffset = 4 * kBlockBytes;
     static constexpr int kCodeBytes = kTailOffset + kTokens * 64;
-    // Three stages: four (Q's 16-bit rows in stages 2 and 3 during the prologue) were no faster
-    // (H200, 2026-12-04: V4 1.99 ms against 1.97-1.98; sm90/DESIGN_NOTES.md).
+    // Three stages: four (Q's 16-bit rows in stages 2 and 3 during the prologue) are no faster
+    // (V4 1.99 ms against 1.97-1.98 on the H200).
     static constexpr int kCodeStages = 3;
     static constexpr int kQCodesOffset = kCodeStages * kCodeBytes;
     // Each tile's softmax factors alpha (64 floats, for the rows of O^T's columns: both

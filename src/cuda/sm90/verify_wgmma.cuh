@@ -32,7 +32,7 @@
 // V^T P^T, with V's codes taken into registers as the A operand and P's codes (p x 448) from
 // shared memory: fast_operands.cuh has the layouts and the k order that makes that possible,
 // and fast_pipeline.cuh the consumers' pass, whose stages are not the 16-bit kernel's.
-// Figures and limits: DESIGN_NOTES.md beside this file.
+// Figures and limits: docs/kernels/sm90-wgmma.md.
 #pragma once
 
 #include <type_traits>
@@ -67,16 +67,14 @@ static_assert(Tile::kStages == Tile::kWarpgroups);
 // the products' type (the query's, or fp16 on an e4m3 cache, kE4M3). Every wgmma is waited for
 // before any join of the control flow (ptxas serializes them all, C7514/C7520, when one stays in
 // flight across a branch or a back edge), so both warpgroups run one copy of the loop, g a
-// run-time value: the code each CTA fetches cold is half as large (H200, 2026-12-03: V1 3.4%,
-// S2 6% faster; DESIGN_NOTES.md). Fast mode has a pass of its own (consume_fast,
-// fast_pipeline.cuh).
+// run-time value: the code each CTA fetches cold is half as large (V1 3.4%, S2 6% faster on the
+// H200). Fast mode has a pass of its own (consume_fast, fast_pipeline.cuh).
 // Warpgroup 0's first tile: on a 16-bit cache a peeled copy of the loop's second half; on an
 // e4m3 cache (kFirstInLoop) the loop's first pass, whose P V of the other warpgroup's tile -1
-// adds zeros (pv_theirs). The exact-mode kernels kept a copy a warpgroup (a shared copy with
-// the peel spilled 52-64 bytes): without the peel one copy fits (no spills), 9336 -> 4816 SASS
-// instructions (bf16 output 10128 -> 5608), S2 14%, V1 5%, D2 6% faster (H200, 2026-12-04,
-// DESIGN_NOTES.md). On the 16-bit kernel, one copy already, the same change gained nothing (V1
-// and V4 0.3-1% slower, S1 and V2 equal): it keeps the peel.
+// adds zeros (pv_theirs). In exact mode a shared copy with the peel spills 52-64 bytes; without
+// the peel one copy fits (no spills): 4816 SASS instructions against 9336 for a copy a
+// warpgroup (bf16 output 5608 against 10128), and S2 14%, V1 5%, D2 6% faster on the H200. The
+// 16-bit kernel keeps the peel: without it V1 and V4 are 0.3-1% slower, S1 and V2 equal.
 template <typename M, bool kE4M3>
 __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWork& w, int n_tiles,
                                         uint8_t* smem, Rows& rows, float (&o)[128], int g) {
@@ -122,9 +120,9 @@ __device__ __forceinline__ void consume(const VerifyKernelParams& p, const CtaWo
   // S = Q K^T over tile t into sv; waits for every wgmma in flight. O's P V of tile `prev` may
   // run beside (prev >= 0, or kFirstInLoop's tile -1): it is waited for first, once the first
   // chain has been issued, and tile prev released then, so that the producer can refill its
-  // stage while the scores run (the tile after next lands there: DESIGN_NOTES.md, version 22).
+  // stage while the scores run (the tile after next lands there: docs/kernels/sm90-wgmma.md).
   // The tensor cores' fp32 accumulation does not round to nearest, so no chain of k steps may be
-  // deep: one 36-step chain put 4x the portable kernel's error on lse (H200: 1.1e-5 against
+  // deep: one 36-step chain puts 4x the portable kernel's error on lse (H200: 1.1e-5 against
   // 2.5e-6, whose mma.sync chains are 9 steps, 144 deep) and two of 18 up to 9.1e-6 (fp16). Two
   // accumulators (a third, beside O, spills): steps 0-23 alternate between them and are summed,
   // then steps 24-35 run into the second again: chains of 12, summed in fp32, at the cost of one
@@ -386,8 +384,8 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p,
 }
 
 // Compiled into sm_90a code only; elsewhere a trap (dispatch never launches it there).
-// A template argument, not a run-time flag, so that the cp.async instances keep the code they had
-// without TMA (with a run-time flag V1, page 1, measured 1-2% slower: H200, 2026-12-01).
+// A template argument, not a run-time flag, so that the cp.async instances keep the code of a
+// kernel without TMA (a run-time flag makes V1, page 1, 1-2% slower on the H200).
 template <typename T, bool kE4M3, bool kFast, bool kTma>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     verify_wgmma_kernel(const __grid_constant__ VerifyKernelParams p,
