@@ -214,23 +214,37 @@ inline void set_score_steps(HostCase& host) {
 // 2026-12-01: bf16 3.5e-4, e4m3 exact 5.8e-5, against the same 16-bit bound on out).
 inline constexpr double kOutlierLseAbsTol = 2e-3;
 
-// Checks a GPU result of `host` against the oracle that rounds P like the kernel does.
-inline void expect_close_to_oracle(const HostCase& host, const std::string& what,
-                                   const GpuResult& gpu, double lse_tol = kLseAbsTol) {
-  if (gpu.out.size() != host.out_elems()) return;  // the run already failed the test
-  detail::ReferenceResult ref;
+// The oracle that rounds P like the kernel does, for `host`; false (the test failed) on error.
+inline bool round_p_oracle(const HostCase& host, detail::ReferenceResult* ref) {
   Plan ref_plan;
   PlanOptions ro;
   ro.backend = Backend::kCpuReference;
-  ASSERT_TRUE(plan(host.problem(), ro, &ref_plan).ok());
+  const Status ps = plan(host.problem(), ro, &ref_plan);
+  EXPECT_TRUE(ps.ok()) << ps.to_string();
+  if (!ps.ok()) return false;
   const Status s = detail::reference_attention(ref_plan, host.tensors(nullptr, nullptr),
-                                               /*round_p=*/true, &ref);
-  ASSERT_TRUE(s.ok()) << s.to_string();
+                                               /*round_p=*/true, ref);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return s.ok();
+}
+
+// Checks a GPU result of `host` against `ref`, round_p_oracle's result for it.
+inline void expect_close_to(const HostCase& host, const std::string& what, const GpuResult& gpu,
+                            const detail::ReferenceResult& ref, double lse_tol = kLseAbsTol) {
+  if (gpu.out.size() != host.out_elems()) return;  // the run already failed the test
   const Comparison c =
       compare_with_reference(host.spec.dtype, gpu.out, gpu.lse.data(), ref.out, ref.lse);
   print_accuracy(gpu.plan.kernel, "round_p", c, what);
   EXPECT_TRUE(c.ok(kOutRelTol, lse_tol))
       << what << " kernel " << gpu.plan.kernel << " (" << gpu.plan.reason << "): " << c.to_string();
+}
+
+// Checks a GPU result of `host` against the oracle that rounds P like the kernel does.
+inline void expect_close_to_oracle(const HostCase& host, const std::string& what,
+                                   const GpuResult& gpu, double lse_tol = kLseAbsTol) {
+  if (gpu.out.size() != host.out_elems()) return;  // the run already failed the test
+  detail::ReferenceResult ref;
+  if (round_p_oracle(host, &ref)) expect_close_to(host, what, gpu, ref, lse_tol);
 }
 
 // Prints (does not check) the error of a GPU result against exact attention: the oracle with
