@@ -181,7 +181,7 @@ inline GpuResult run_on_gpu(const HostCase& host, const GpuOptions& options) {
   return r;
 }
 
-// Prints a comparison as one "accuracy" line (scripts/device_run.sh gathers them into the
+// Prints a comparison as one "accuracy" line (scripts/device_check.sh gathers them into the
 // error figures of bench/results): the kernel, the oracle it was compared with, the errors.
 inline void print_accuracy(const std::string& kernel, const char* oracle, const Comparison& c,
                            const std::string& what) {

@@ -48,7 +48,7 @@ TEST(GpuNonFinite, ValuesReachOnlyTheRowsThatSeeThem) {
 }
 
 // One value per variant of the three tables, one pass and split: small enough for the
-// sanitizers (scripts/device_run.sh), which check the quarantine's shared-memory writes and
+// sanitizers (compute-sanitizer), which check the quarantine's shared-memory writes and
 // the epilogue's atomics.
 TEST(GpuNonFinite, EveryVariantOnce) {
   TV_SKIP_WITHOUT_GPU();
