@@ -3,9 +3,10 @@
 # include/ and tools/util/include/) into .flashmla/flashmla.tgz, small enough to travel to the
 # device machine, which has no internet, beside .devpkg/ (the device tool's `carry`, 64 MiB in
 # all; FlashMLA 9241ae3 with cutlass 147f567 packs to about 3 MB). Nothing of it is committed:
-# .flashmla/ is ignored. On the device: FLASHMLA=.flashmla/flashmla.tgz bench/tools/device_run.sh
-# flashmla (with carry [".devpkg", ".flashmla"]); its build there compiles FlashMLA's 27
-# translation units for sm_90a (minutes: give it a call of its own).
+# .flashmla/ is ignored. On the device (carry [".flashmla"], and ".devpkg" where treeverify is
+# not built there): tar -xzf .flashmla/flashmla.tgz -C .flashmla, then python3
+# bench/tools/flashmla_dense.py --flashmla .flashmla/FlashMLA --build --treeverify BIN; its
+# build there compiles FlashMLA's dense decode for sm_90a (minutes: give it a call of its own).
 # Usage: bench/tools/flashmla_carry.sh PATH_TO_FLASHMLA_CHECKOUT
 set -euo pipefail
 src=${1:?usage: bench/tools/flashmla_carry.sh PATH_TO_FLASHMLA_CHECKOUT}

@@ -10,6 +10,8 @@
 #include <initializer_list>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "../cpu/cpu_test_util.h"
 #include "core/cuda_backend.h"
@@ -26,6 +28,39 @@ namespace treeverify::testing {
 struct GpuOptions : PlanOptions {
   PlanTuning tuning;
 };
+
+// The suite's two tiers (tests/README.md). TREEVERIFY_GPU_TIER unset or "default": each test
+// runs a subset of its inputs (shorter prefixes, fewer repetitions, combinations taken in turn
+// instead of their whole product) that still runs every kernel family and variant, tile table,
+// dtype, KV format and precision the full tier does, so the suite fits a few minutes of one GPU;
+// "full": every combination the tests list. The bounds are the same in both. Another value
+// fails the tests that ask.
+inline bool full_tier() {
+  const char* env = std::getenv("TREEVERIFY_GPU_TIER");
+  const std::string tier = env == nullptr ? "" : env;
+  if (!tier.empty() && tier != "default" && tier != "full")
+    ADD_FAILURE() << "TREEVERIFY_GPU_TIER=" << tier << ": expected default or full";
+  const bool full = tier == "full";
+  static const bool said =
+      std::printf("GPU tests: %s tier\n",
+                  full ? "full" : "default (TREEVERIFY_GPU_TIER=full runs the full sweep)") > 0;
+  (void)said;
+  return full;
+}
+
+// `full` in the full tier, `quick` in the default one.
+template <typename T>
+std::vector<T> tiered(std::vector<T> full, std::vector<T> quick) {
+  return full_tier() ? std::move(full) : std::move(quick);
+}
+
+// All of `v` in the full tier; in the default tier only v[pick % size], so a loop that passes
+// a count of its iterations takes v's elements in turn, one an iteration.
+template <typename T>
+std::vector<T> rotated(std::vector<T> v, size_t pick) {
+  if (full_tier() || v.empty()) return v;
+  return {v[pick % v.size()]};
+}
 
 #define TV_SKIP_WITHOUT_GPU()                                                                   \
   do {                                                                                          \
@@ -146,9 +181,9 @@ inline GpuResult run_on_gpu(const HostCase& host, const GpuOptions& options) {
   return r;
 }
 
-// Prints a comparison as one "accuracy" line (bench/tools/device_run.sh keeps the largest per
-// kernel kind and oracle; the figures: docs/DESIGN.md section 5): the kernel, the oracle it
-// was compared with, the errors.
+// Prints a comparison as one "accuracy" line (scripts/device_check.sh gathers them into its
+// accuracy log; the figures: docs/DESIGN.md section 5): the kernel, the oracle it was compared
+// with, the errors.
 inline void print_accuracy(const std::string& kernel, const char* oracle, const Comparison& c,
                            const std::string& what) {
   // With the oracle's slack, row is the worst row beyond it and row_raw the worst before it.
@@ -215,23 +250,37 @@ inline void set_score_steps(HostCase& host) {
 // H200 bf16 3.5e-4, e4m3 exact 5.8e-5, against the same 16-bit bound on out).
 inline constexpr double kOutlierLseAbsTol = 2e-3;
 
-// Checks a GPU result of `host` against the oracle that rounds P like the kernel does.
-inline void expect_close_to_oracle(const HostCase& host, const std::string& what,
-                                   const GpuResult& gpu, double lse_tol = kLseAbsTol) {
-  if (gpu.out.size() != host.out_elems()) return;  // the run already failed the test
-  detail::ReferenceResult ref;
+// The oracle that rounds P like the kernel does, for `host`; false (the test failed) on error.
+inline bool round_p_oracle(const HostCase& host, detail::ReferenceResult* ref) {
   Plan ref_plan;
   PlanOptions ro;
   ro.backend = Backend::kCpuReference;
-  ASSERT_TRUE(plan(host.problem(), ro, &ref_plan).ok());
+  const Status ps = plan(host.problem(), ro, &ref_plan);
+  EXPECT_TRUE(ps.ok()) << ps.to_string();
+  if (!ps.ok()) return false;
   const Status s = detail::reference_attention(ref_plan, host.tensors(nullptr, nullptr),
-                                               /*round_p=*/true, &ref);
-  ASSERT_TRUE(s.ok()) << s.to_string();
+                                               /*round_p=*/true, ref);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return s.ok();
+}
+
+// Checks a GPU result of `host` against `ref`, round_p_oracle's result for it.
+inline void expect_close_to(const HostCase& host, const std::string& what, const GpuResult& gpu,
+                            const detail::ReferenceResult& ref, double lse_tol = kLseAbsTol) {
+  if (gpu.out.size() != host.out_elems()) return;  // the run already failed the test
   const Comparison c =
       compare_with_reference(host.spec.dtype, gpu.out, gpu.lse.data(), ref.out, ref.lse);
   print_accuracy(gpu.plan.kernel, "round_p", c, what);
   EXPECT_TRUE(c.ok(kOutRelTol, lse_tol))
       << what << " kernel " << gpu.plan.kernel << " (" << gpu.plan.reason << "): " << c.to_string();
+}
+
+// Checks a GPU result of `host` against the oracle that rounds P like the kernel does.
+inline void expect_close_to_oracle(const HostCase& host, const std::string& what,
+                                   const GpuResult& gpu, double lse_tol = kLseAbsTol) {
+  if (gpu.out.size() != host.out_elems()) return;  // the run already failed the test
+  detail::ReferenceResult ref;
+  if (round_p_oracle(host, &ref)) expect_close_to(host, what, gpu, ref, lse_tol);
 }
 
 // Prints (does not check) the error of a GPU result against exact attention: the oracle with
@@ -255,10 +304,11 @@ inline void print_exact_accuracy(const HostCase& host, const std::string& what,
 
 // `spec` (16-bit or e4m3 exact) on plain data and with outlier channels (add_outlier_channels),
 // under each tile table, fresh seeds: checked against the oracle that rounds P like the
-// kernel (outliers: kOutlierLseAbsTol), with the error against exact attention printed.
+// kernel (outliers: kOutlierLseAbsTol), with the error against exact attention printed. The
+// default tier runs the outlier channels only (plain data is every other test's).
 inline void check_plain_and_outliers(const CaseSpec& spec) {
   for (int arch : tile_configs().archs) {
-    for (bool outliers : {false, true}) {
+    for (bool outliers : tiered<bool>({false, true}, {true})) {
       CaseSpec s = spec;
       s.name = fmt::format("{} config {}", outliers ? "outliers" : "plain", arch);
       s.seed = fresh_seed();
@@ -285,12 +335,15 @@ inline void expect_matches_oracle(const CaseSpec& spec, const GpuOptions& option
 // sm_90 device running sm_90a code that is the wgmma kernel (src/cuda/sm90/choice.h) whatever
 // the cost model would prefer, so its page sizes 1 to 128, head counts, ragged requests,
 // partial last tiles, forced chunk lengths and both dtypes are covered; elsewhere the table's
-// 64-row variant.
+// 64-row variant. The default tier runs half the cases, and the other half on an e4m3 cache:
+// each half holds both dtypes, pages of under 64 rows (cp.async copies) and of 64 or more
+// (TMA), and forced chunks.
 inline void check_64_row_pages_heads_and_chunks(bool e4m3) {
   const int pages[] = {1, 2, 4, 8, 16, 32, 64, 128};
   const int heads[] = {1, 3, 5, 8, 16, 33, 64, 128};
   const int chunks[] = {0, 32, 96, 2048};
-  for (int i = 0; i < 8; ++i) {
+  for (int i : tiered<int>({0, 1, 2, 3, 4, 5, 6, 7},
+                           e4m3 ? std::vector<int>{1, 2, 5, 6} : std::vector<int>{0, 3, 4, 7})) {
     const int h = heads[i];
     GpuOptions o;
     o.tuning.rows_per_cta = 64;

@@ -12,11 +12,12 @@ namespace {
 
 // The GPU sums in fp32 and rounds P to the 16-bit type, so logits differ from the dense
 // float64 path by rounding (~1e-2 in bf16, ~2e-3 in fp16; demo.cpp): equality is required,
-// and a failure prints the margin so a near-tie flip is told apart from a bug.
+// and a failure prints the margin so a near-tie flip is told apart from a bug. Pages of 1, 16
+// and 64 rows; the default tier leaves out 16.
 TEST(DemoGpu, MatchesGreedy) {
   TV_SKIP_WITHOUT_GPU();
   for (DType dtype : {DType::kBF16, DType::kFP16}) {
-    for (int32_t page_size : {1, 16, 64}) {
+    for (int32_t page_size : treeverify::testing::tiered<int32_t>({1, 16, 64}, {1, 64})) {
       SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " page_size " << page_size);
       DemoOptions o;
       o.backend = Backend::kCudaMma;
@@ -43,10 +44,11 @@ TEST(DemoGpu, MatchesGreedy) {
 // differences grow from 7e-3 to 2e-2 on seed 1), and the fast kernels round P against running
 // maxima that depend on the tiling, so a mismatch is allowed where greedy's margin is within a
 // few times the measured logit noise; a wrong position, mask, scale or commit moves logits O(1).
+// The default tier leaves out pages of 16.
 TEST(DemoGpu, E4m3MatchesGreedy) {
   TV_SKIP_WITHOUT_GPU();
   for (Precision precision : {Precision::kExact, Precision::kFast}) {
-    for (int32_t page_size : {1, 16, 64}) {
+    for (int32_t page_size : treeverify::testing::tiered<int32_t>({1, 16, 64}, {1, 64})) {
       SCOPED_TRACE(::testing::Message()
                    << "e4m3 " << precision_name(precision) << " page_size " << page_size);
       DemoOptions o;

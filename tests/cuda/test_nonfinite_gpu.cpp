@@ -2,14 +2,23 @@
 // 8, 32 and 64-row requests (every variant of the three tile tables, bulk copies included),
 // one pass and split KV (the combine), page sizes 1 and 64, both dtypes, and a tree inside one
 // KV tile or across two.
+#include <utility>
+#include <vector>
+
 #include "../cpu/nonfinite_cases.h"
 #include "gpu_check.h"
 
 namespace treeverify::testing {
 namespace {
 
+// Every poison of every case under each table, one pass and split; the default tier runs each
+// poison under one (table, chunk) pair, the pairs in turn.
 TEST(GpuNonFinite, ValuesReachOnlyTheRowsThatSeeThem) {
   TV_SKIP_WITHOUT_GPU();
+  std::vector<std::pair<int, int>> configs;  // (table, chunk length)
+  for (int arch : tile_configs().archs)
+    for (int chunk : {0, 64}) configs.emplace_back(arch, chunk);
+  size_t pick = 0;
   for (DType dtype : {DType::kBF16, DType::kFP16}) {
     for (int heads : {2, 8, 16}) {
       for (int64_t prefix : {30, 1000}) {
@@ -18,19 +27,17 @@ TEST(GpuNonFinite, ValuesReachOnlyTheRowsThatSeeThem) {
           for (const tvtest::Poison& p : tvtest::poisons(prefix, page)) {
             const auto want = tvtest::expected(clean, p, /*round_p=*/true);
             const HostCase bad = tvtest::poisoned(clean, p);
-            for (int arch : tile_configs().archs) {
-              for (int chunk : {0, 64}) {
-                GpuOptions o;
-                o.tuning.config_arch = arch;
-                o.tuning.chunk_tokens = chunk;
-                const GpuResult gpu = run_on_gpu(bad, o);
-                if (gpu.out.size() != bad.out_elems()) return;  // the run failed the test
-                const Comparison c =
-                    compare_with_reference(dtype, gpu.out, gpu.lse.data(), want.out, want.lse);
-                EXPECT_TRUE(c.ok(kOutRelTol, kLseAbsTol)) << fmt::format(
-                    "{}: H {} prefix {} page {} config {} chunk {} kernel {}: {}", p.what, heads,
-                    prefix, page, arch, chunk, gpu.plan.kernel, c.to_string());
-              }
+            for (const auto& [arch, chunk] : rotated(configs, pick++)) {
+              GpuOptions o;
+              o.tuning.config_arch = arch;
+              o.tuning.chunk_tokens = chunk;
+              const GpuResult gpu = run_on_gpu(bad, o);
+              if (gpu.out.size() != bad.out_elems()) return;  // the run failed the test
+              const Comparison c =
+                  compare_with_reference(dtype, gpu.out, gpu.lse.data(), want.out, want.lse);
+              EXPECT_TRUE(c.ok(kOutRelTol, kLseAbsTol)) << fmt::format(
+                  "{}: H {} prefix {} page {} config {} chunk {} kernel {}: {}", p.what, heads,
+                  prefix, page, arch, chunk, gpu.plan.kernel, c.to_string());
             }
           }
         }
@@ -41,7 +48,7 @@ TEST(GpuNonFinite, ValuesReachOnlyTheRowsThatSeeThem) {
 }
 
 // One value per variant of the three tables, one pass and split: small enough for the
-// sanitizers (bench/tools/device_run.sh sanitize), which check the quarantine's shared-memory
+// sanitizers (compute-sanitizer: tests/README.md), which check the quarantine's shared-memory
 // writes and the epilogue's atomics.
 TEST(GpuNonFinite, EveryVariantOnce) {
   TV_SKIP_WITHOUT_GPU();

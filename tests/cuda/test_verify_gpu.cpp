@@ -20,6 +20,9 @@ namespace {
 // table and fast under sm_120's and under the device's own choice where that runs fast (on an
 // H200 the wgmma kernel's e4m3 products; fast_check.h). A table this build or device cannot run is
 // left out and named in `missing`; the tests then end skipped (gpu_check.h, tile_configs).
+// The default tier runs each case under one table and one of the e4m3 runs, the `pick`th of
+// each (a test counts its cases), so a test's cases take the tables and the runs in turn; every
+// table runs every variant in EveryVariant and the GpuE4M3 and GpuFast tests.
 
 CaseSpec spec(std::string name, int heads, std::vector<int32_t> trees,
               std::vector<int64_t> prefixes, int page, TreeShape shape = TreeShape::kRandom,
@@ -34,8 +37,10 @@ CaseSpec spec(std::string name, int heads, std::vector<int32_t> trees,
                   .seed = fresh_seed()};
 }
 
-void run_all_configs(const CaseSpec& s, int chunk_tokens = 0) {
-  for (int arch : tile_configs().archs) {
+enum class E4m3Run { kExact, kFastTable, kFastOwnChoice };
+
+void run_all_configs(const CaseSpec& s, size_t pick, int chunk_tokens = 0) {
+  for (int arch : rotated(tile_configs().archs, pick)) {
     GpuOptions o;
     o.tuning.config_arch = arch;
     o.tuning.chunk_tokens = chunk_tokens;
@@ -46,65 +51,84 @@ void run_all_configs(const CaseSpec& s, int chunk_tokens = 0) {
   }
   // The same case with an e4m3 cache: exact mode under the device's table, fast mode under
   // sm_120's and the device's own (issue 12: every case in both).
-  const CaseSpec e4m3 = with_e4m3_cache(s, s.name + " e4m3 exact");
-  GpuOptions o;
-  o.tuning.chunk_tokens = chunk_tokens;
-  SCOPED_TRACE(e4m3.name);
-  expect_matches_oracle(e4m3, o);
-  run_fast_table(s, chunk_tokens);
-  run_fast_own_choice(s, chunk_tokens);
+  for (E4m3Run run :
+       rotated<E4m3Run>({E4m3Run::kExact, E4m3Run::kFastTable, E4m3Run::kFastOwnChoice}, pick)) {
+    if (run == E4m3Run::kExact) {
+      const CaseSpec e4m3 = with_e4m3_cache(s, s.name + " e4m3 exact");
+      GpuOptions o;
+      o.tuning.chunk_tokens = chunk_tokens;
+      SCOPED_TRACE(e4m3.name);
+      expect_matches_oracle(e4m3, o);
+    } else if (run == E4m3Run::kFastTable) {
+      run_fast_table(s, chunk_tokens);
+    } else {
+      run_fast_own_choice(s, chunk_tokens);
+    }
+  }
 }
 
 TEST(GpuVerify, TreeShapesAndSizes) {
   TV_SKIP_WITHOUT_GPU();
+  size_t pick = 0;
   for (TreeShape shape : {TreeShape::kChain, TreeShape::kStar, TreeShape::kDeep, TreeShape::kBushy,
                           TreeShape::kRandom}) {
-    for (int t : {1, 2, 17, 64, 257, 1024}) {
+    for (int t : tiered<int>({1, 2, 17, 64, 257, 1024}, {1, 17, 257})) {
       const int heads = t >= 257 ? 1 : 8;
       run_all_configs(
-          spec(fmt::format("{} T={}", tree_shape_name(shape), t), heads, {t}, {777}, 16, shape));
+          spec(fmt::format("{} T={}", tree_shape_name(shape), t), heads, {t}, {777}, 16, shape),
+          pick++);
     }
   }
+  // The largest tree: of each shape above in the full tier, of a random one in the default.
+  if (!full_tier()) run_all_configs(spec("random T=1024", 1, {1024}, {777}, 16), pick++);
   TV_SKIP_IF_TABLES_MISSING();
 }
 
 TEST(GpuVerify, PageSizes) {
   TV_SKIP_WITHOUT_GPU();
+  size_t pick = 0;
   for (int page = 1; page <= 128; page *= 2)
-    run_all_configs(spec(fmt::format("page {}", page), 8, {17}, {3001}, page));
+    run_all_configs(spec(fmt::format("page {}", page), 8, {17}, {3001}, page), pick++);
   TV_SKIP_IF_TABLES_MISSING();
 }
 
 TEST(GpuVerify, PrefixLengths) {
   TV_SKIP_WITHOUT_GPU();
   // 15 rows run the 16-row variant, 25 rows the 32-row ones (whose configurations differ).
+  size_t pick = 0;
   for (int heads : {3, 5})
-    for (int64_t l : {0, 1, 31, 32, 33, 1000, 4097, 65537, 200000})
-      run_all_configs(spec(fmt::format("H {} L {}", heads, l), heads, {5}, {l}, l % 2 ? 1 : 64));
+    for (int64_t l : tiered<int64_t>({0, 1, 31, 32, 33, 1000, 4097, 65537, 200000},
+                                     {0, 1, 31, 32, 33, 1000, 4097, 65537}))
+      run_all_configs(spec(fmt::format("H {} L {}", heads, l), heads, {5}, {l}, l % 2 ? 1 : 64),
+                      pick++);
   TV_SKIP_IF_TABLES_MISSING();
 }
 
 TEST(GpuVerify, Heads) {
   TV_SKIP_WITHOUT_GPU();
+  size_t pick = 0;
   for (int h : {1, 3, 16, 33, 64, 128})
-    run_all_configs(spec(fmt::format("H {}", h), h, {4}, {2000}, 32));
+    run_all_configs(spec(fmt::format("H {}", h), h, {4}, {2000}, 32), pick++);
   TV_SKIP_IF_TABLES_MISSING();
 }
 
 // The split schedule's boundaries, forced: thousands of chunks (each combine warp merges
 // several batches of them), a few, exactly one tile a chunk, and one pass with no partials;
 // for the 16, 32 and 64-row variants and a ragged batch where some requests split and some
-// do not.
+// do not. The default tier runs one case a chunk length, in turn: 32 tokens on the 32-row
+// variant, 96 on the 64-row one, 2048 on the ragged batch, one pass on the 16-row variant.
 TEST(GpuVerify, ChunkLengths) {
   TV_SKIP_WITHOUT_GPU();
-  for (int chunk : {32, 96, 2048, 1 << 20}) {
+  const int chunks[] = {32, 96, 2048, 1 << 20};
+  for (size_t c = 0; c < 4; ++c) {
+    const int chunk = chunks[c];
+    std::vector<CaseSpec> cases;
     for (int heads : {3, 5, 8})
-      run_all_configs(spec(fmt::format("chunk {} H {}", chunk, heads), heads, {heads == 8 ? 16 : 5},
-                           {heads == 8 ? 6000 : 20000}, heads == 5 ? 1 : 64),
-                      chunk);
-    run_all_configs(
-        spec(fmt::format("chunk {} ragged", chunk), 8, {1, 7, 16, 2}, {40, 3000, 9000, 0}, 16),
-        chunk);
+      cases.push_back(spec(fmt::format("chunk {} H {}", chunk, heads), heads, {heads == 8 ? 16 : 5},
+                           {heads == 8 ? 6000 : 20000}, heads == 5 ? 1 : 64));
+    cases.push_back(
+        spec(fmt::format("chunk {} ragged", chunk), 8, {1, 7, 16, 2}, {40, 3000, 9000, 0}, 16));
+    for (const CaseSpec& s : rotated(cases, c + 1)) run_all_configs(s, c, chunk);
   }
   TV_SKIP_IF_TABLES_MISSING();
 }
@@ -165,7 +189,7 @@ TEST(GpuVerify, EveryVariant) {
       }
     }
   }
-  run_all_configs(spec("short prefix, 128 rows", 8, {16}, {4096}, 64));
+  run_all_configs(spec("short prefix, 128 rows", 8, {16}, {4096}, 64), 0);
   TV_SKIP_IF_TABLES_MISSING();
 }
 
@@ -184,7 +208,9 @@ TEST(GpuVerify, WgmmaPagesHeadsAndChunks) {
 // fast_check.h's). Pages of 64 and 128 rows, partial last tiles, tiles straddling two pages
 // (chunks of 96 and 160 tokens; with pages of 128 and chunks of 160, a chunk starting 32
 // tokens into a page has a straddling tile by cp.async, then a whole one by TMA), a request of
-// 127 keys (a whole tile and a partial one), both dtypes.
+// 127 keys (a whole tile and a partial one), both dtypes. The default tier runs one of the
+// three caches (16-bit, e4m3 exact, e4m3 fast) a page and chunk, in turn, and all of the
+// 128-row cases.
 TEST(GpuVerify, WgmmaTmaCopiesMatchCpAsync) {
   TV_SKIP_WITHOUT_GPU();
   const int pages[] = {64, 128, 128, 64, 128};
@@ -225,9 +251,11 @@ TEST(GpuVerify, WgmmaTmaCopiesMatchCpAsync) {
     const CaseSpec s =
         spec(fmt::format("TMA, page {} chunk {}", pages[i], chunks[i]), 8, {37, 5, 64},
              {5000, 700, 63}, pages[i], TreeShape::kRandom, i % 2 ? DType::kFP16 : DType::kBF16);
-    compare(s, o);
-    compare(with_e4m3_cache(s, s.name + " e4m3"), o);
-    compare(with_e4m3_cache(s, s.name + " e4m3 fast"), fast(o));
+    const std::vector<std::pair<CaseSpec, GpuOptions>> runs = {
+        {s, o},
+        {with_e4m3_cache(s, s.name + " e4m3"), o},
+        {with_e4m3_cache(s, s.name + " e4m3 fast"), fast(o)}};
+    for (const auto& [cs, co] : rotated(runs, i)) compare(cs, co);
   }
   // 128 rows (two row blocks) of a 16-bit cache: cp.async, where TMA copies measured slower,
   // unless forced; of an e4m3 cache: TMA.
@@ -244,25 +272,28 @@ TEST(GpuVerify, WgmmaTmaCopiesMatchCpAsync) {
 
 TEST(GpuVerify, RaggedBatch) {
   TV_SKIP_WITHOUT_GPU();
-  run_all_configs(spec("ragged", 8, {1, 0, 17, 64, 3, 9}, {0, 50, 12345, 700, 100000, 1}, 16));
+  const int64_t longest = full_tier() ? 100000 : 20000;
+  run_all_configs(spec("ragged", 8, {1, 0, 17, 64, 3, 9}, {0, 50, 12345, 700, longest, 1}, 16), 0);
   run_all_configs(
-      spec("decode batch", 16, std::vector<int32_t>(64, 1), std::vector<int64_t>(64, 1500), 64));
+      spec("decode batch", 16, std::vector<int32_t>(64, 1), std::vector<int64_t>(64, 1500), 64), 1);
   TV_SKIP_IF_TABLES_MISSING();
 }
 
 TEST(GpuVerify, Fp16) {
   TV_SKIP_WITHOUT_GPU();
-  run_all_configs(spec("fp16 tree", 8, {33}, {5000}, 64, TreeShape::kRandom, DType::kFP16));
-  run_all_configs(spec("fp16 ragged", 4, {3, 70}, {10, 20000}, 1, TreeShape::kBushy, DType::kFP16));
+  run_all_configs(spec("fp16 tree", 8, {33}, {5000}, 64, TreeShape::kRandom, DType::kFP16), 0);
+  run_all_configs(spec("fp16 ragged", 4, {3, 70}, {10, full_tier() ? 20000 : 5000}, 1,
+                       TreeShape::kBushy, DType::kFP16),
+                  1);
   TV_SKIP_IF_TABLES_MISSING();
 }
 
 // Plain N(0, 1) data, and 8 latent channels 20x larger in q and the cache (gpu_check.h), as real
 // latent caches have; the error against exact attention (P unrounded) is printed as an
-// "accuracy" line (gpu_check.h).
+// "accuracy" line (gpu_check.h). The default tier's prefix is shorter.
 TEST(GpuVerify, OutlierChannels) {
   TV_SKIP_WITHOUT_GPU();
-  check_plain_and_outliers(spec("", 16, {16}, {20000}, 64));
+  check_plain_and_outliers(spec("", 16, {16}, {full_tier() ? 20000 : 4096}, 64));
   TV_SKIP_IF_TABLES_MISSING();
 }
 
@@ -270,16 +301,18 @@ TEST(GpuVerify, OutlierChannels) {
 // (set_score_steps), under each tile table, both dtypes and an e4m3 cache in exact mode (the
 // device's table), split as the schedule chooses and in one chunk a request: a 256-row tree at
 // page 64 (the wgmma kernel by TMA on sm_90a code), decode at page 1 (cp.async; the decode
-// variants).
+// variants). The default tier gives the tree a shorter prefix and each run one of the two
+// chunk lengths, in turn.
 TEST(GpuVerify, ScoreSteps) {
   TV_SKIP_WITHOUT_GPU();
-  const CaseSpec specs[] = {spec("tree", 16, {16}, {20000}, 64),
+  const CaseSpec specs[] = {spec("tree", 16, {16}, {full_tier() ? 20000 : 4096}, 64),
                             spec("decode", 8, {1}, {30000}, 1, TreeShape::kRandom, DType::kFP16)};
+  size_t pick = 0;
   for (const CaseSpec& base : specs) {
     for (bool e4m3 : {false, true}) {
       for (int arch : tile_configs().archs) {
         if (e4m3 && arch != tile_configs().archs.front()) continue;  // the device's own table
-        for (int chunk : {0, 1 << 20}) {
+        for (int chunk : rotated<int>({0, 1 << 20}, pick++)) {
           CaseSpec s = e4m3 ? with_e4m3_cache(base, base.name + " e4m3") : base;
           s.seed = fresh_seed();
           HostCase host = make_case(s);
