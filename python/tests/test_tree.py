@@ -176,3 +176,18 @@ def test_commit_kv_paged_refuses_tree_pages_shared_between_requests():
     np.testing.assert_array_equal(kv, before)
     shared_prefix = ([0, 3, 6], [0, 1, 2, 0, 4, 5], [6, 6], [0, 4, 8], PARENTS + PARENTS, acc)
     np.testing.assert_array_equal(tv.commit_kv_paged(kv, *shared_prefix), [5, 5])
+
+
+def test_commit_kv_paged_lengths_near_int32_max():
+    # Issue 52, defect 1: kv_len = 2^31 - 1 over two pool pages of 128 (the prefix shares page
+    # 0, the last entry is page 1). The tree-row check's page walk once overflowed int32 there
+    # and the process died (SIGSEGV); the commit is valid and moves nothing (path = the root).
+    n = (2**31 - 1 + 127) // 128
+    idx = np.zeros(n, np.int32)
+    idx[-1] = 1
+    kv = np.arange(2 * 128 * 576, dtype=np.uint16).reshape(2, 128, 576)
+    before = kv.copy()
+    new_len = tv.commit_kv_paged(kv, [0, n], idx, [2**31 - 1], [0, 1], [-1],
+                                 tv.AcceptedPaths([0, 1], [0], [3]))
+    np.testing.assert_array_equal(new_len, [2**31 - 1])
+    np.testing.assert_array_equal(kv, before)
