@@ -5,7 +5,10 @@
 
 #include <cmath>
 #include <memory>
+#include <new>
+#include <stdexcept>
 
+#include "app.h"
 #include "core/check.h"
 #include "cpu/cpu_backend.h"
 #include "testing/cases.h"
@@ -114,6 +117,10 @@ Status resolve_cases(const CaseFlags& f, std::vector<SuiteCase>* cases) {
 Status build_case(const SuiteCase& c, testing::HostCase* host_case) {
   try {
     *host_case = testing::make_case(to_spec(c));
+  } catch (const std::bad_alloc&) {
+    throw;  // a valid case too large for this machine: run_app (app.h) reports what it costs
+  } catch (const std::length_error&) {
+    throw;
   } catch (const std::exception& e) {
     return Status(StatusCode::kInvalidArgument, fmt::format("case {}: {}", c.name, e.what()));
   }
@@ -174,6 +181,13 @@ Status plan_options(const CaseFlags& flags, PlanOptions* options) {
 }
 
 Status plan_metadata(const SuiteCase& c, const PlanOptions& options, Plan* p) {
+  double entries = 0;  // make_metadata's page table: one int32 a page
+  for (size_t b = 0; b < c.tree_sizes.size(); ++b)
+    entries += std::ceil((static_cast<double>(c.prefix_lens[b]) + c.tree_sizes[b]) /
+                         std::max<int32_t>(c.page_size, 1));
+  const AllocationNote note(
+      fmt::format("planning case {} (a page table of {:.0f} entries: {:.2f} GB)", c.name, entries,
+                  entries * sizeof(int32_t) * 1e-9));
   const CaseMetadata m = make_metadata(c);
   return plan(m.problem(c), options, p);
 }
@@ -184,6 +198,10 @@ Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_
   const double scale = scale_for_budget(case_flops(c), oracle_flops);
   const SuiteCase small = scale < 1 ? scale_prefix(c, scale) : c;
   if (timed == nullptr && scale < 1) timed = &c;
+  const AllocationNote note(
+      fmt::format("checking case {}{} ({})", c.name,
+                  small.prefix_lens != c.prefix_lens ? " at a shorter prefix" : "",
+                  case_memory(small).to_string()));
   testing::HostCase hc;
   TV_RETURN_IF_ERROR(build_case(small, &hc));
   // The copy runs the kernel the timed case runs: at a shorter prefix the CUDA schedule could

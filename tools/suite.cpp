@@ -257,6 +257,27 @@ double case_flops(const SuiteCase& c) {
   return flops;
 }
 
+CaseMemory case_memory(const SuiteCase& c) {
+  double nodes = 0, pages = 0;
+  for (size_t b = 0; b < c.tree_sizes.size(); ++b) {
+    nodes += c.tree_sizes[b];
+    pages += std::ceil((static_cast<double>(c.prefix_lens[b]) + c.tree_sizes[b]) /
+                       std::max<int32_t>(c.page_size, 1));
+  }
+  const double rows = nodes * c.num_heads;
+  const double pool_rows = std::ceil(pages * (1.0 + testing::CaseSpec{}.pool_slack)) * c.page_size;
+  return {.q = rows * kQKDim * dtype_bytes(c.dtype),
+          .kv = pool_rows * kv_row_bytes(c.kv_format, c.dtype),
+          .out = rows * kVDim * dtype_bytes(c.dtype),
+          .lse = rows * sizeof(float)};
+}
+
+std::string CaseMemory::to_string() const {
+  constexpr double kGB = 1e9;
+  return fmt::format("q {:.2f} GB, KV pool {:.2f} GB, out {:.2f} GB, lse {:.2f} GB: {:.2f} GB",
+                     q / kGB, kv / kGB, out / kGB, lse / kGB, total() / kGB);
+}
+
 VerifyProblem CaseMetadata::problem(const SuiteCase& c) const {
   return VerifyProblem{.batch_size = static_cast<int32_t>(c.tree_sizes.size()),
                        .num_heads = c.num_heads,

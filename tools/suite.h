@@ -54,6 +54,16 @@ testing::CaseSpec to_spec(const SuiteCase& c);
 double case_bytes(const SuiteCase& c);
 double case_flops(const SuiteCase& c);
 
+// Host bytes of the buffers a case is built and run with (testing::make_case and the runners):
+// q, the KV pool (with the generator's slack), out and lse, each held at least once; for the
+// message of an allocation that fails (valid cases may not fit this machine).
+struct CaseMemory {
+  double q = 0, kv = 0, out = 0, lse = 0;
+  double total() const { return q + kv + out + lse; }
+  std::string to_string() const;  // "q 15.10 GB, KV pool 0.00 GB, out 13.42 GB, lse 0.05 GB ..."
+};
+CaseMemory case_memory(const SuiteCase& c);
+
 // Host metadata of the case without q and KV: what plan() reads. The page table is the
 // identity over an exactly-sized pool (plan() depends on lengths and counts, not on which
 // pages), so `treeverify doctor` can plan V1 .. D2 without allocating gigabytes.
