@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 #include <memory>
 #include <new>
@@ -15,6 +16,17 @@
 #include "timing.h"
 
 namespace treeverify::cli {
+
+CLI::Validator seed_validator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        uint64_t seed = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seed);
+        if (!text.empty() && error == std::errc() && end == text.data() + text.size()) return "";
+        return fmt::format("'{}' is not an integer in [0, 2^64 - 1]", text);
+      },
+      "UINT64", "seed");
+}
 
 void add_planning_flags(CLI::App* app, CaseFlags* f) {
   app->add_option("--suite", f->suite_file, "suite JSON file instead of the built-in one")
@@ -53,7 +65,8 @@ void add_case_flags(CLI::App* app, CaseFlags* f) {
   app->add_option("--scale-l", f->scale_l,
                   "multiply every prefix length L by this factor in (0, 1], or 'auto'")
       ->capture_default_str();
-  app->add_option("--seed", f->seed, "random seed of the case data (default: the case's)");
+  app->add_option("--seed", f->seed, "random seed of the case data (default: the case's)")
+      ->check(seed_validator());
   auto* g = app->add_option_group("custom case", "a case given by flags instead of a suite name");
   g->add_option("--tree", f->tree, "T: one value, or one per request");
   g->add_option("--prefix", f->prefix, "L: one value, or one per request");
@@ -102,6 +115,9 @@ Status resolve_cases(const CaseFlags& f, std::vector<SuiteCase>* cases) {
     } else if (f.dtype != "bf16") {
       return Status(StatusCode::kInvalidArgument, fmt::format("unknown --dtype '{}'", f.dtype));
     }
+    // Refused as the suite parser refuses it: a case that cannot exist has no scaled copy.
+    if (Status s = check_case_lengths(c); !s.ok())
+      return Status(s.code(), "--tree/--prefix: " + s.message());
     out.push_back(std::move(c));
   }
   if (f.seed) {
@@ -194,6 +210,13 @@ Status plan_metadata(const SuiteCase& c, const PlanOptions& options, Plan* p) {
 
 Status check_case(const SuiteCase& c, const PlanOptions& options, double oracle_flops,
                   CheckResult* result, const SuiteCase* timed) {
+  // A shortened copy passing says nothing of a case that cannot exist.
+  auto exists = [](const SuiteCase& whole) {
+    const Status s = check_case_lengths(whole);
+    return s.ok() ? s : Status(s.code(), fmt::format("case {}: {}", whole.name, s.message()));
+  };
+  TV_RETURN_IF_ERROR(exists(c));
+  if (timed != nullptr) TV_RETURN_IF_ERROR(exists(*timed));
   // The oracle is single-threaded float64: shorten the prefix until it takes seconds.
   const double scale = scale_for_budget(case_flops(c), oracle_flops);
   const SuiteCase small = scale < 1 ? scale_prefix(c, scale) : c;

@@ -28,6 +28,12 @@ struct SuiteCase {
   uint64_t seed = 1;
 };
 
+// The lengths a case must have to exist at all, whether it comes from a suite file or the
+// command line: L_b, T_b >= 0, each kv_len = L_b + T_b and the batch's sum of them below 2^31
+// (kv_len and the page table are int32). A scaled-down copy of a case that fails this is no
+// check of it.
+Status check_case_lengths(const SuiteCase& c);
+
 // The suite file built into this binary (bench/suite.json at build time).
 const char* embedded_suite_json();
 
