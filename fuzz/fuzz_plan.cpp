@@ -9,15 +9,17 @@
 // int32), appended or truncated entries, and null pointers. Each array is then allocated at
 // exactly the length the contract makes a caller provide (the input's length, grown to that when
 // shorter), so ASan reports any read past it. PlanOptions: cpu-reference, cpu-fast, auto,
-// cuda-mma, an unknown value; num_threads 0..3 or -1; round_p. For run(): q and the KV cache
+// cuda-mma, an unknown value; num_threads 0..3, past the hardware's (1000, 2^20, 2^31 - 1:
+// capped) or negative (refused); round_p. For run(): q and the KV cache
 // (16-bit or e4m3 bytes) from the input, kv_scale (finite, NaN, inf, or missing/extra).
 //
 // Asserts:
 //  - plan() succeeds exactly when the problem meets verify.h's contract (checked independently
-//    below), with the expected code otherwise (kInvalidArgument; kUnsupported for cuda-mma in
-//    this CPU-only build); supports() returns the same code and message; errors are never
-//    kInternal and carry a message; a failed plan() leaves the Plan passed in unchanged; a
-//    successful one records the problem's shape and a CPU backend (auto means cpu-fast here).
+//    below) and num_threads >= 0, with the expected code otherwise (kInvalidArgument;
+//    kUnsupported for cuda-mma in this CPU-only build); supports() returns the same code and
+//    message; errors are never kInternal and carry a message; a failed plan() leaves the Plan
+//    passed in unchanged; a successful one records the problem's shape and a CPU backend (auto
+//    means cpu-fast here).
 //  - when plan() succeeds and the problem is small (<= 2048 row x KV token pairs, <= 512 pool
 //    tokens), run() or verify_cpu() on q and kv from the input (values, layout strides of q
 //    and out: both given, the head stride only (token stride 0), the token stride only, or
@@ -80,7 +82,7 @@ int body(const uint8_t* data, size_t size) {
   const bool cpu_backend = opt.backend == Backend::kCpuReference ||
                            opt.backend == Backend::kCpuFast || opt.backend == Backend::kAuto;
   StatusCode expected = StatusCode::kOk;
-  if (!valid) {
+  if (!valid || opt.num_threads < 0) {
     expected = StatusCode::kInvalidArgument;
   } else if (opt.backend == Backend::kCudaMma) {
     expected = StatusCode::kUnsupported;

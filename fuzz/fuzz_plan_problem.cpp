@@ -176,7 +176,9 @@ bool decode_problem(Input& in, PlanInput* d) {
         opt.backend = static_cast<Backend>(in.i32());
         break;
     }
-    opt.num_threads = in.pick<int>({0, 1, 2, 3, -1});
+    // Past the hardware's threads too (capped), and negative (refused).
+    opt.num_threads =
+        in.pick<int>({0, 1, 2, 3, -1, 1000, tvfuzz::kI32Max, tvfuzz::kI32Min, 1 << 20});
   }
   const uint8_t flags = in.u8();
   opt.round_p = flags & 1;

@@ -107,7 +107,10 @@ Status parse_precision(const std::string& name, Precision* precision);
 struct PlanOptions {
   Backend backend = Backend::kAuto;
   int device = -1;      // CUDA device ordinal; -1 means the current device
-  int num_threads = 0;  // CPU backends: 0 means all hardware threads
+  // cpu-fast's threads: 0 means every hardware thread this process may run on (its CPU
+  // affinity), and so does any larger count (more threads than that would only cost memory and
+  // time); negative is an error.
+  int num_threads = 0;
   // Round softmax probabilities to the input dtype before P.V (fp16 with an e4m3 cache in
   // exact mode, whose products are fp16), as the GPU kernels do; the CPU backends use this to
   // compare like with like. Off means P stays in full precision.

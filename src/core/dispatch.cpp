@@ -56,6 +56,8 @@ void plan_cpu_fast(const PlanOptions& options, std::string reason, Plan* p) {
 Status plan(const VerifyProblem& problem, const PlanOptions& options, Plan* out) {
   detail::ProblemSummary summary;
   TV_RETURN_IF_ERROR(detail::validate_problem(problem, &summary));
+  TV_REQUIRE(options.num_threads >= 0, "options.num_threads", "num_threads = {}",
+             options.num_threads);
   TV_REQUIRE(options.precision == Precision::kExact || options.precision == Precision::kFast,
              "options.precision", "unknown value {}", static_cast<int>(options.precision));
   TV_REQUIRE(options.precision == Precision::kExact || problem.kv_format == KvFormat::kE4M3,
