@@ -11,7 +11,8 @@
 // shorter), so ASan reports any read past it. PlanOptions: cpu-reference, cpu-fast, auto,
 // cuda-mma, an unknown value; num_threads 0..3, past the hardware's (1000, 2^20, 2^31 - 1:
 // capped) or negative (refused); round_p. For run(): q and the KV cache
-// (16-bit or e4m3 bytes) from the input, kv_scale (finite, NaN, inf, or missing/extra).
+// (16-bit or e4m3 bytes) from the input, kv_scale (finite, NaN, inf, either side of
+// kMaxKvScale, or missing/extra).
 //
 // Asserts:
 //  - plan() succeeds exactly when the problem meets verify.h's contract (checked independently
@@ -23,9 +24,10 @@
 //  - when plan() succeeds and the problem is small (<= 2048 row x KV token pairs, <= 512 pool
 //    tokens), run() or verify_cpu() on q and kv from the input (values, layout strides of q
 //    and out: both given, the head stride only (token stride 0), the token stride only, or
-//    none; injected NaN/inf): returns ok (a non-finite kv_scale: kInvalidArgument naming it,
-//    nothing written), writes every value of out and lse (filled with a sentinel bit pattern no
-//    result can have), nothing in the gaps of a strided out, and reads no KV row that is not
+//    none; injected NaN/inf): returns ok (a kv_scale past kMaxKvScale, NaN or inf:
+//    kInvalidArgument naming it, nothing written), writes every value of out and lse (filled
+//    with a sentinel bit pattern no result can have), nothing in the gaps of a strided out,
+//    and reads no KV row that is not
 //    one of a request's tokens and no padding of a strided q (both poisoned for ASan); a row
 //    that sees a NaN or inf is NaN in all of out and lse, and on cpu-reference a row that sees
 //    none has no NaN.

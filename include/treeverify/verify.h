@@ -54,11 +54,14 @@ struct VerifyTensors {
   int64_t q_stride_head = 0;                 // 0 means contiguous: 576
   const void* kv_cache = nullptr;            // [num_pages, page_size, 576] dtype (or e4m3 bytes,
                                              //   kv_format), contiguous
-  const float* kv_scale = nullptr;           // e4m3 only, and then required: one finite float,
+  const float* kv_scale = nullptr;           // e4m3 only, and then required: one float,
                                              //   real KV value = stored x *kv_scale (device
                                              //   memory for CUDA backends, host memory for CPU
                                              //   ones; read when the call runs, so a CUDA graph
-                                             //   sees updates); null otherwise
+                                             //   sees updates); null otherwise. It must pass
+                                             //   is_valid_kv_scale (types.h); the CPU backends
+                                             //   refuse one that does not (a device scale is
+                                             //   read by the kernel only, never checked)
   const int32_t* qo_indptr = nullptr;        // [B+1] int32, same values as the problem's
   const int32_t* kv_len = nullptr;           // [B] int32, same values as the problem's
   const int32_t* kv_page_indptr = nullptr;   // [B+1] int32, same values as the problem's

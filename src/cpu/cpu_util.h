@@ -85,7 +85,10 @@ inline Status check_host_inputs(const Plan& plan, const VerifyTensors& t, bool n
   if (need_out) TV_REQUIRE(t.out != nullptr, "out", "null");
   if (plan.kv_format == KvFormat::kE4M3) {
     TV_REQUIRE(t.kv_scale != nullptr, "kv_scale", "null with an e4m3 KV cache");
-    TV_REQUIRE(std::isfinite(*t.kv_scale), "kv_scale", "*kv_scale = {}", *t.kv_scale);
+    TV_REQUIRE(is_valid_kv_scale(*t.kv_scale), "kv_scale",
+               "*kv_scale = {}; {} x |kv_scale| (the largest value dequantized) must be a "
+               "finite float32: |kv_scale| <= {}",
+               *t.kv_scale, kMaxE4M3, kMaxKvScale);
   }
   return Status::Ok();
 }
