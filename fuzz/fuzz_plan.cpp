@@ -6,11 +6,13 @@
 // the five index arrays qo_indptr, kv_len, kv_page_indptr, kv_page_indices, parents. The
 // arrays start as a valid batch (tree sizes, parents, prefix lengths, a page table with fresh or
 // input-chosen page ids) and are then damaged by input-chosen mutations (+-1, edge values, raw
-// int32), appended or truncated entries, and null pointers. Each array is then allocated at
-// exactly the length the contract makes a caller provide (the input's length, grown to that when
-// shorter), so ASan reports any read past it. PlanOptions: cpu-reference, cpu-fast, auto,
-// cuda-mma, an unknown value; num_threads 0..3, past the hardware's (1000, 2^20, 2^31 - 1:
-// capped) or negative (refused); round_p. For run(): q and the KV cache
+// int32), appended or truncated entries, and null pointers; or one request is given a kv_len
+// near 2^31 (2^31 - 1, within a page of it, 2^30) over a sparse page table at page size 64 or
+// 128 (one page for all entries, a few others or out of the pool, at times one entry short). Each
+// array is then allocated at exactly the length the contract makes a caller provide (the input's
+// length, grown to that when shorter), so ASan reports any read past it. PlanOptions:
+// cpu-reference, cpu-fast, auto, cuda-mma, an unknown value; num_threads 0..3, past the hardware's
+// (1000, 2^20, 2^31 - 1: capped) or negative (refused); round_p. For run(): q and the KV cache
 // (16-bit or e4m3 bytes) from the input, kv_scale (finite, NaN, inf, either side of
 // kMaxKvScale, or missing/extra).
 //
@@ -59,7 +61,8 @@ constexpr int64_t kMaxPoolTokens = 512;  // num_pages * page_size, for run()
 
 // Stats slots (TREEVERIFY_FUZZ_STATS=1): 0 inputs, 1 plan ok, 2 run() reached, 3 of them
 // e4m3, 4 invalid-tensors variants, 5 run() ok with non-finite rows checked, 6 run() reached
-// with a head stride and token stride 0 for q or out.
+// with a head stride and token stride 0 for q or out, 7 a kv_len near 2^31 refused by plan(),
+// 8 one planned.
 int body(const uint8_t* data, size_t size) {
   Input in(data, size);
   tvfuzz::Stats::count(0);
@@ -93,6 +96,7 @@ int body(const uint8_t* data, size_t size) {
   }
   FUZZ_CHECK(sp.code() == expected, "plan returned %s, expected code %s (problem %s)",
              sp.to_string().c_str(), status_code_name(expected), valid ? "valid" : "invalid");
+  if (d.huge) tvfuzz::Stats::count(sp.ok() ? 8 : 7);
   if (!sp.ok()) {
     FUZZ_CHECK_NAMED_ERROR(sp);
     FUZZ_CHECK(fingerprint(p) == before, "failed plan() changed the Plan: %s",
