@@ -267,7 +267,6 @@ def commit_seeds():
     reqs = [(5, [0, 0, 1, 3], 3, 1, [1, 0, 1, 0, 1, 0, 0]),  # path 0-1-3-4
             (3, [0, 1], 6, 0, [1, 0, 0]),  # path 0-1
             (0, [], 4, 0, [])]  # no tree
-    huge_req = (3, [0, 0], 6, 0, [1, 1, 0])  # path 0-2
     return {
         "page-4": commit_seed(2, reqs),
         "page-1": commit_seed(0, reqs),
@@ -287,6 +286,17 @@ def commit_seeds():
         # damaged pairings (224+): e4m3 with the pool in kv_cache; an unknown kv_format (2)
         "e4m3-pool-in-16-bit-span": commit_seed(2, reqs[:2], fmt=(224,)),
         "unknown-kv-format": commit_seed(2, reqs[:2], fmt=(227, 0, 1)),
+    }
+
+
+def commit_long_seeds():
+    """fuzz_kv_commit_long: the large-length decoding (fuzz_kv_commit reads these bytes too,
+    and ignores them), plus two of fuzz_kv_commit's seeds."""
+    reqs = [(5, [0, 0, 1, 3], 3, 1, [1, 0, 1, 0, 1, 0, 0]), (3, [0, 1], 6, 0, [1, 0, 0])]
+    huge_req = (3, [0, 0], 6, 0, [1, 1, 0])  # path 0-2
+    return {
+        "page-4": commit_seed(2, reqs),
+        "shared-pages": commit_seed(1, reqs, shared_pages=(7, [0, 1, 2, 3, 4, 0, 5, 6, 7, 4])),
         # page 128, kv_len 2^31 - 1 over 2^24 entries of a pool of 2 pages: request 0's prefix
         # on page 0, its tree (T = 3, path 0-2: one row moves) on page 1; then the entry before
         # it on page 1 too, whose prefix rows are the tree's rows (invalid); then kv_len
@@ -302,7 +312,8 @@ def commit_seeds():
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
     for target, seeds in (("fuzz_plan", plan_seeds()), ("fuzz_tree", tree_seeds()),
-                          ("fuzz_ddtree", ddtree_seeds()), ("fuzz_kv_commit", commit_seeds())):
+                          ("fuzz_ddtree", ddtree_seeds()), ("fuzz_kv_commit", commit_seeds()),
+                          ("fuzz_kv_commit_long", commit_long_seeds())):
         d = os.path.join(root, target)
         os.makedirs(d, exist_ok=True)
         for name in os.listdir(d):
