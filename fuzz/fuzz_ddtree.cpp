@@ -3,7 +3,8 @@
 //
 // Feeds: up to 3 drafts (DraftTopK) with input-chosen depth, top_k and root token (negative and
 // huge values included), log-prob rows either valid (sorted, <= 0, ties, -inf tails) or raw
-// floats (NaN, +-inf, positive, unsorted), token ids distinct or raw (duplicates, negatives),
+// floats (NaN, +-inf, positive, unsorted), then a few cells set to positive values at and past
+// the rounding of 0 (kLogProbRounding), token ids distinct or raw (duplicates, negatives),
 // spans one entry short or long, and budgets in [1, 1024] or outside. Then the acceptance of a
 // tree, the one just built or an arbitrary (possibly invalid) one: tokens, target argmax per node,
 // and for sampling a vocabulary size, target and draft distributions (zeros, NaN, inf,
@@ -12,10 +13,11 @@
 //
 // Asserts:
 //  - build_tree succeeds exactly when the draft meets ddtree.h's contract (checked
-//    independently); its tree is exactly the first budget - 1 prefixes of the documented order
-//    (score descending, accumulated in double from the shallowest depth, ties by candidate-index
-//    sequence) when that order is small enough to enumerate here, and otherwise still a valid tree
-//    of at most budget nodes with consistent depths and scores non-increasing in node order.
+//    independently, a log-prob in (0, kLogProbRounding] read as 0); its tree is exactly the first
+//    budget - 1 prefixes of the documented order (score descending, accumulated in double from the
+//    shallowest depth, ties by candidate-index sequence) when that order is small enough to
+//    enumerate here, and otherwise still a valid tree of at most budget nodes with consistent
+//    depths and scores non-increasing in node order.
 //  - build_trees succeeds exactly when every draft does and the budgets match, and then equals
 //    the build_tree results concatenated.
 //  - verify_greedy succeeds exactly on valid trees with matching sizes and returns the greedy walk
@@ -28,6 +30,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <random>
 #include <vector>
@@ -60,6 +63,9 @@ struct Draft {
   }
 };
 
+// ddtree.h: a log-prob in (0, kLogProbRounding] is read as 0.
+float as_read(float v) { return v > 0.f && v <= kLogProbRounding ? 0.f : v; }
+
 bool draft_valid(const Draft& d, int32_t budget) {
   if (budget < 1 || budget > kMaxDraftBudget || d.depth < 0 || d.top_k < 1 || d.root < 0)
     return false;
@@ -69,9 +75,9 @@ bool draft_valid(const Draft& d, int32_t budget) {
   for (int32_t r = 0; r < d.depth; ++r) {
     std::vector<int32_t> present;
     for (int32_t c = 0; c < d.top_k; ++c) {
-      const float v = d.lp[size_t(r) * d.top_k + c];
+      const float v = as_read(d.lp[size_t(r) * d.top_k + c]);
       if (!(v <= 0.f)) return false;
-      if (c > 0 && !(v <= d.lp[size_t(r) * d.top_k + c - 1])) return false;
+      if (c > 0 && !(v <= as_read(d.lp[size_t(r) * d.top_k + c - 1]))) return false;
       if (v == -INFINITY) continue;
       const int32_t id = d.ids[size_t(r) * d.top_k + c];
       if (id < 0) return false;
@@ -103,7 +109,7 @@ bool enumerate(const Draft& d, std::vector<Prefix>* out) {
     std::vector<Prefix> next;
     for (const Prefix& p : frontier) {
       for (int32_t c = 0; c < present[r]; ++c) {
-        Prefix q{p.score + d.lp[size_t(r) * d.top_k + c], p.idx};
+        Prefix q{p.score + as_read(d.lp[size_t(r) * d.top_k + c]), p.idx};
         q.idx.push_back(c);
         next.push_back(std::move(q));
         if (out->size() + next.size() > kMaxEnumerated) return false;
@@ -218,6 +224,15 @@ void decode_draft(Input& in, Draft* d, int32_t* budget) {
   *budget = v < 200   ? 1 + v % 40
             : v < 230 ? 1 + in.u16() % 1024
                       : in.pick<int32_t>({0, -1, 1024, 1025, tvfuzz::kI32Max, tvfuzz::kI32Min});
+  // Read last, so inputs written before it decode as they did: from 192, a few log-probs set to
+  // small positive values, the rounding of log(1) = 0 (read as 0) or just past it (an error).
+  v = in.u8();
+  for (int k = v < 192 ? 0 : 1 + v % 3; k > 0 && !d->lp.empty(); --k) {
+    const size_t cell = in.u8() % d->lp.size();
+    d->lp[cell] =
+        in.pick<float>({1.1e-16f, 1e-7f, kLogProbRounding, std::nextafter(kLogProbRounding, 1.f),
+                        1e-3f, std::numeric_limits<float>::denorm_min()});
+  }
   d->lp_buf = Buf<float>(d->lp);
   d->ids_buf = Buf<int32_t>(d->ids);
 }

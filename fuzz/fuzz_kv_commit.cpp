@@ -1,6 +1,8 @@
 // fuzz_kv_commit: the KV commit after acceptance (include/treeverify/ddtree.h):
 // commit_kv_paged, commit_kv_paged_cuda (its host validation; this build has no CUDA) and
-// commit_slots.
+// commit_slots. fuzz_kv_commit_long is the same target built with TVFUZZ_LONG_KV=1: it also
+// gives lengths near 2^31 (below), which take 2 s an input under the sanitizers, so that this
+// one keeps its thousands of inputs a second. Both decode every input alike.
 //
 // Feeds: a batch of trees with accepted root-down paths, kv_len, and a paged KV pool whose page
 // table uses fresh pages in an input-chosen order or input-chosen (shared) page ids, page sizes
@@ -10,8 +12,11 @@
 // commit_slots a slot list per request with fresh or input-chosen (shared) slots. All arrays
 // (qo_indptr, parents, kv_len, kv_page_indptr, kv_page_indices, accepted indptr/nodes,
 // slot_indptr, slots) are then damaged by input-chosen mutations, appended and truncated
-// entries. Every span is an exact-size heap copy, so ASan sees an access one past its end;
-// every KV row holds distinct contents.
+// entries. fuzz_kv_commit_long: at page size 128 one request may then get a kv_len near 2^31
+// (2^31 - 1, within a page of it, 2^30, 2^24 + 3) over a sparse page table of 2^24 entries in a
+// pool of a few pages: shared prefix pages, tree pages chosen by the input. Every span is an
+// exact-size heap copy, so ASan sees an access one past its end; every KV row holds distinct
+// contents.
 //
 // Asserts:
 //  - each commit succeeds exactly when the input meets ddtree.h's contract (checked
@@ -50,6 +55,11 @@ using tvfuzz::Buf;
 using tvfuzz::Input;
 
 constexpr int64_t kMaxPoolRows = 512;
+
+#ifndef TVFUZZ_LONG_KV
+#define TVFUZZ_LONG_KV 0
+#endif
+constexpr bool kLongKv = TVFUZZ_LONG_KV != 0;  // this binary is fuzz_kv_commit_long
 
 bool trees_ok(const std::vector<int32_t>& qo, const std::vector<int32_t>& parents) {
   if (qo.empty() || qo[0] != 0 || qo.back() != static_cast<int64_t>(parents.size())) return false;
@@ -92,10 +102,40 @@ bool paths_ok(const std::vector<int32_t>& qo, const std::vector<int32_t>& parent
   return true;
 }
 
+// pages_ok's tree-row rule where listing every row would take too long (kv_len near 2^31):
+// the tree rows one by one, each prefix page as the run of rows its positions use.
+constexpr int64_t kMaxRowsListed = 1 << 16;
+bool tree_rows_ok_by_page(int32_t ps, const std::vector<int32_t>& qo,
+                          const std::vector<int32_t>& kv_len, const std::vector<int32_t>& kpi,
+                          const std::vector<int32_t>& kpidx) TVFUZZ_HOT {
+  const size_t B = qo.size() - 1;
+  std::vector<int64_t> tree_rows;  // sorted
+  for (size_t b = 0; b < B; ++b) {
+    for (int64_t pos = kv_len[b] - (qo[b + 1] - qo[b]); pos < kv_len[b]; ++pos)
+      tree_rows.push_back(int64_t{kpidx[kpi[b] + pos / ps]} * ps + pos % ps);
+  }
+  std::sort(tree_rows.begin(), tree_rows.end());
+  if (std::adjacent_find(tree_rows.begin(), tree_rows.end()) != tree_rows.end()) return false;
+  for (size_t b = 0; b < B; ++b) {
+    const int64_t L = kv_len[b] - (qo[b + 1] - qo[b]);
+    for (int64_t k = 0; k * ps < L; ++k) {  // entry k: positions [k ps, min((k + 1) ps, L))
+      const int64_t first_row = int64_t{kpidx[kpi[b] + k]} * ps;
+      size_t lo = 0, hi = tree_rows.size();  // the first tree row >= first_row, by bisection
+      while (lo < hi) {
+        const size_t mid = (lo + hi) / 2;
+        (tree_rows[mid] < first_row ? lo = mid + 1 : hi = mid);
+      }
+      if (lo < tree_rows.size() && tree_rows[lo] < first_row + std::min<int64_t>(ps, L - k * ps))
+        return false;
+    }
+  }
+  return true;
+}
+
 // The paged commit's page-table rules against a pool of num_pages pages (paths_ok first).
 bool pages_ok(int32_t ps, const std::vector<int32_t>& qo, const std::vector<int32_t>& kv_len,
               const std::vector<int32_t>& kpi, const std::vector<int32_t>& kpidx,
-              int64_t num_pages) {
+              int64_t num_pages) TVFUZZ_HOT {
   if (!is_valid_page_size(ps)) return false;
   const size_t B = qo.size() - 1;
   if (kpi.size() != B + 1) return false;
@@ -108,6 +148,9 @@ bool pages_ok(int32_t ps, const std::vector<int32_t>& qo, const std::vector<int3
     }
   }
   // Tree rows: distinct, and none of them a prefix row of any request.
+  int64_t positions = 0;
+  for (size_t b = 0; b < B; ++b) positions += kv_len[b];
+  if (positions > kMaxRowsListed) return tree_rows_ok_by_page(ps, qo, kv_len, kpi, kpidx);
   std::set<int64_t> tree_rows, prefix_rows;
   for (size_t b = 0; b < B; ++b) {
     const int64_t L = kv_len[b] - (qo[b + 1] - qo[b]);
@@ -150,9 +193,38 @@ bool slots_ok(const std::vector<int32_t>& qo, const std::vector<int32_t>& kv_len
   return true;
 }
 
+// The large-length transformation (see body): request b's page-table entries replaced by a
+// sparse table for an input-chosen kv_len near 2^31. Leaves the arrays alone when request b's
+// range is not inside kv_page_indices (a mutation broke it: the input stays as invalid).
+void make_huge(Input& in, int32_t ps, int64_t pool, const std::vector<int32_t>& qo,
+               std::vector<int32_t>* kv_len, std::vector<int32_t>* kpi,
+               std::vector<int32_t>* kpidx) {
+  const size_t b = in.u8() % kv_len->size();
+  const int32_t len =
+      in.pick<int32_t>({tvfuzz::kI32Max, tvfuzz::kI32Max - 1, tvfuzz::kI32Max - (ps - 1),
+                        tvfuzz::kI32Max - ps, tvfuzz::kI32Max - ps - 1, 1 << 30, (1 << 24) + 3});
+  const int64_t T = int64_t{qo[b + 1]} - qo[b], begin = (*kpi)[b], end = (*kpi)[b + 1];
+  if (T < 0 || T > len || begin < 0 || begin > end || end > static_cast<int64_t>(kpidx->size()))
+    return;
+  const int64_t n = (int64_t{len} + ps - 1) / ps + in.u8() % 2;
+  std::vector<int32_t> table(n, in.u8() % pool);
+  const int64_t tree_entries = std::min<int64_t>(n, (T + ps - 1) / ps + 2);
+  for (int64_t k = n - tree_entries; k < n; ++k) table[k] = in.u8() % pool;
+  for (int k = in.u8() % 4; k > 0; --k) table[in.u32() % n] = in.u8() % pool;
+  kpidx->erase(kpidx->begin() + begin, kpidx->begin() + end);
+  kpidx->insert(kpidx->begin() + begin, table.begin(), table.end());
+  const int64_t delta = n - (end - begin);
+  for (size_t j = b + 1; j < kpi->size(); ++j)
+    (*kpi)[j] = static_cast<int32_t>(
+        std::clamp<int64_t>((*kpi)[j] + delta, tvfuzz::kI32Min, tvfuzz::kI32Max));
+  (*kv_len)[b] = len;
+  tvfuzz::Stats::count(6);
+}
+
 // Stats slots (TREEVERIFY_FUZZ_STATS=1): 0 inputs, 1 trees and paths valid, 2 commit_kv_paged
 // ok (16-bit), 3 commit_kv_paged_cuda reached kUnsupported, 4 commit_slots ok, 5
-// commit_kv_paged ok (e4m3).
+// commit_kv_paged ok (e4m3), 6 a kv_len near 2^31 over a sparse table, 7 commit_kv_paged ok on
+// one.
 int body(const uint8_t* data, size_t size) {
   Input in(data, size);
   tvfuzz::Stats::count(0);
@@ -250,6 +322,17 @@ int body(const uint8_t* data, size_t size) {
         pool_e4m3 = in.flag();
     }
   }
+  // Large lengths over few pages, read last too: from 200, one request's kv_len becomes one
+  // near 2^31 (or 2^30, 2^24 + 3) at page size 128, over a sparse page table of
+  // ceil(kv_len / 128) entries (a spare one at times): one input-chosen page for all of them,
+  // input-chosen pages for the entries that hold the tree, and a few more anywhere. The pool
+  // stays a few pages, so the prefix shares pages (valid) and the tree rows may collide with
+  // them (invalid). Issue 52: the tree-row check's page walk overflowed int32 there.
+  // fuzz_kv_commit_long only (fuzz_kv_commit reads the byte and goes on).
+  v = in.u8();
+  const bool huge = kLongKv && v >= 200 && lps == kMaxPageSize && pool > 0 && !kv_len.empty() &&
+                    kpi.size() == kv_len.size() + 1 && qo.size() == kv_len.size() + 1;
+  if (huge) make_huge(in, lps, pool, qo, &kv_len, &kpi, &kpidx);
   const bool format_ok = format == KvFormat::kSameAsQ || format == KvFormat::kE4M3;
   const bool e4m3 = format == KvFormat::kE4M3;
 
@@ -290,6 +373,17 @@ int body(const uint8_t* data, size_t size) {
                            .kv_cache_e4m3 = cache8.span()};
 
   const bool common = paths_ok(qo, parents, kv_len, ai, an);
+  // pages_ok once per pool size: both commits usually ask for the same one, and it walks 2^24
+  // entries for a large kv_len.
+  int64_t checked_pages = -1;
+  bool checked_ok = false;
+  auto pages_ok_for = [&](int64_t num_pages) {
+    if (num_pages != checked_pages) {
+      checked_ok = pages_ok(ps, qo, kv_len, kpi, kpidx, num_pages);
+      checked_pages = num_pages;
+    }
+    return checked_ok;
+  };
   const int32_t nb = common ? static_cast<int32_t>(qo.size()) - 1 : 0;  // requests after mutation
   if (common) tvfuzz::Stats::count(1);
 
@@ -299,8 +393,7 @@ int body(const uint8_t* data, size_t size) {
     const int64_t pool_elems = static_cast<int64_t>(e4m3 ? cache8.size() : cache16.size());
     const bool whole_pages = is_valid_page_size(ps) && pool_elems % (int64_t{ps} * kQKDim) == 0;
     const int64_t num_pages = whole_pages ? pool_elems / (int64_t{ps} * kQKDim) : 0;
-    const bool want = format_ok && spans_ok && whole_pages && common &&
-                      pages_ok(ps, qo, kv_len, kpi, kpidx, num_pages);
+    const bool want = format_ok && spans_ok && whole_pages && common && pages_ok_for(num_pages);
     std::vector<int32_t> new_kv_len = {-8};
     const Status s = commit_kv_paged(args, accepted, &new_kv_len);
     FUZZ_CHECK(s.ok() == want, "commit_kv_paged (kv_format %d): %s, but the input is %s",
@@ -312,6 +405,7 @@ int body(const uint8_t* data, size_t size) {
                  "failed commit_kv_paged wrote new_kv_len");
     } else {
       tvfuzz::Stats::count(e4m3 ? 5 : 2);
+      if (huge) tvfuzz::Stats::count(7);
       // The expected pool, as bytes: rows of 1152 (16-bit) or 576 (e4m3) bytes moved whole, so
       // an e4m3 commit leaves the same encoded bytes the reference move of those rows does.
       const size_t row_bytes = static_cast<size_t>(kv_row_bytes(format, DType::kBF16));
@@ -343,14 +437,14 @@ int body(const uint8_t* data, size_t size) {
   }
 
   // commit_kv_paged_cuda: the same validation against device.num_pages (the host spans are not
-  // read, whatever the format), then kUnsupported.
-  {
+  // read, whatever the format), then kUnsupported. Skipped for a large kv_len against the
+  // host's own pool size, where it would only repeat the host commit's 2^24-entry walk.
+  if (!huge || device_pages != pool) {
     const std::vector<uint16_t> now16(cache16.data(), cache16.data() + cache16.size());
     const std::vector<uint8_t> now8(cache8.data(), cache8.data() + cache8.size());
     PagedKvCommitDevice dev;
     dev.num_pages = device_pages;
-    const bool want = dev.num_pages >= 0 && format_ok && common &&
-                      pages_ok(ps, qo, kv_len, kpi, kpidx, dev.num_pages);
+    const bool want = dev.num_pages >= 0 && format_ok && common && pages_ok_for(dev.num_pages);
     std::vector<int32_t> new_kv_len = {-8};
     ASAN_POISON_MEMORY_REGION(cache16.data(), cache16.size() * 2);
     ASAN_POISON_MEMORY_REGION(cache8.data(), cache8.size());

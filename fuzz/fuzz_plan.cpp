@@ -6,24 +6,30 @@
 // the five index arrays qo_indptr, kv_len, kv_page_indptr, kv_page_indices, parents. The
 // arrays start as a valid batch (tree sizes, parents, prefix lengths, a page table with fresh or
 // input-chosen page ids) and are then damaged by input-chosen mutations (+-1, edge values, raw
-// int32), appended or truncated entries, and null pointers. Each array is then allocated at
-// exactly the length the contract makes a caller provide (the input's length, grown to that when
-// shorter), so ASan reports any read past it. PlanOptions: cpu-reference, cpu-fast, auto,
-// cuda-mma, an unknown value; num_threads 0..3 or -1; round_p. For run(): q and the KV cache
-// (16-bit or e4m3 bytes) from the input, kv_scale (finite, NaN, inf, or missing/extra).
+// int32), appended or truncated entries, and null pointers; or one request is given a kv_len
+// near 2^31 (2^31 - 1, within a page of it, 2^30) over a sparse page table at page size 64 or
+// 128 (one page for all entries, a few others or out of the pool, at times one entry short). Each
+// array is then allocated at exactly the length the contract makes a caller provide (the input's
+// length, grown to that when shorter), so ASan reports any read past it. PlanOptions:
+// cpu-reference, cpu-fast, auto, cuda-mma, an unknown value; num_threads 0..3, past the hardware's
+// (1000, 2^20, 2^31 - 1: capped) or negative (refused); round_p. For run(): q and the KV cache
+// (16-bit or e4m3 bytes) from the input, kv_scale (finite, NaN, inf, either side of
+// kMaxKvScale, or missing/extra).
 //
 // Asserts:
 //  - plan() succeeds exactly when the problem meets verify.h's contract (checked independently
-//    below), with the expected code otherwise (kInvalidArgument; kUnsupported for cuda-mma in
-//    this CPU-only build); supports() returns the same code and message; errors are never
-//    kInternal and carry a message; a failed plan() leaves the Plan passed in unchanged; a
-//    successful one records the problem's shape and a CPU backend (auto means cpu-fast here).
+//    below) and num_threads >= 0, with the expected code otherwise (kInvalidArgument;
+//    kUnsupported for cuda-mma in this CPU-only build); supports() returns the same code and
+//    message; errors are never kInternal and carry a message; a failed plan() leaves the Plan
+//    passed in unchanged; a successful one records the problem's shape and a CPU backend (auto
+//    means cpu-fast here).
 //  - when plan() succeeds and the problem is small (<= 2048 row x KV token pairs, <= 512 pool
 //    tokens), run() or verify_cpu() on q and kv from the input (values, layout strides of q
 //    and out: both given, the head stride only (token stride 0), the token stride only, or
-//    none; injected NaN/inf): returns ok (a non-finite kv_scale: kInvalidArgument naming it,
-//    nothing written), writes every value of out and lse (filled with a sentinel bit pattern no
-//    result can have), nothing in the gaps of a strided out, and reads no KV row that is not
+//    none; injected NaN/inf): returns ok (a kv_scale past kMaxKvScale, NaN or inf:
+//    kInvalidArgument naming it, nothing written), writes every value of out and lse (filled
+//    with a sentinel bit pattern no result can have), nothing in the gaps of a strided out,
+//    and reads no KV row that is not
 //    one of a request's tokens and no padding of a strided q (both poisoned for ASan); a row
 //    that sees a NaN or inf is NaN in all of out and lse, and on cpu-reference a row that sees
 //    none has no NaN.
@@ -55,7 +61,8 @@ constexpr int64_t kMaxPoolTokens = 512;  // num_pages * page_size, for run()
 
 // Stats slots (TREEVERIFY_FUZZ_STATS=1): 0 inputs, 1 plan ok, 2 run() reached, 3 of them
 // e4m3, 4 invalid-tensors variants, 5 run() ok with non-finite rows checked, 6 run() reached
-// with a head stride and token stride 0 for q or out.
+// with a head stride and token stride 0 for q or out, 7 a kv_len near 2^31 refused by plan(),
+// 8 one planned.
 int body(const uint8_t* data, size_t size) {
   Input in(data, size);
   tvfuzz::Stats::count(0);
@@ -80,7 +87,7 @@ int body(const uint8_t* data, size_t size) {
   const bool cpu_backend = opt.backend == Backend::kCpuReference ||
                            opt.backend == Backend::kCpuFast || opt.backend == Backend::kAuto;
   StatusCode expected = StatusCode::kOk;
-  if (!valid) {
+  if (!valid || opt.num_threads < 0) {
     expected = StatusCode::kInvalidArgument;
   } else if (opt.backend == Backend::kCudaMma) {
     expected = StatusCode::kUnsupported;
@@ -89,6 +96,7 @@ int body(const uint8_t* data, size_t size) {
   }
   FUZZ_CHECK(sp.code() == expected, "plan returned %s, expected code %s (problem %s)",
              sp.to_string().c_str(), status_code_name(expected), valid ? "valid" : "invalid");
+  if (d.huge) tvfuzz::Stats::count(sp.ok() ? 8 : 7);
   if (!sp.ok()) {
     FUZZ_CHECK_NAMED_ERROR(sp);
     FUZZ_CHECK(fingerprint(p) == before, "failed plan() changed the Plan: %s",

@@ -25,6 +25,38 @@ bool well_formed_indptr(const std::vector<int32_t>& a, int32_t B, int64_t max_st
   return true;
 }
 
+// Request b's page table replaced by a sparse one for a kv_len near 2^31 (page sizes 64 and
+// 128: at most 2^25 entries): one input-chosen page for every entry, a few entries set to
+// other pages or to ids outside the pool, and at times one entry too few. False, the arrays
+// left alone, when they are not a well-formed batch of this size.
+bool make_huge(Input& in, const VerifyProblem& prob, std::vector<int32_t>* qo,
+               std::vector<int32_t>* kv_len, std::vector<int32_t>* kpi,
+               std::vector<int32_t>* kpidx) {
+  const int32_t B = prob.batch_size, ps = prob.page_size;
+  if (B < 1 || (ps != 64 && ps != 128) || prob.num_pages < 1 ||
+      !well_formed_indptr(*qo, B, kMaxTreeSize) || !well_formed_indptr(*kpi, B, INT64_MAX) ||
+      static_cast<int64_t>(kv_len->size()) < B || kpidx->size() < size_t((*kpi)[B]))
+    return false;
+  const int32_t b = in.u8() % B;
+  const int32_t len = in.pick<int32_t>(
+      {kI32Max, kI32Max - 1, kI32Max - (ps - 1), kI32Max - ps, 1 << 30, (*qo)[b + 1] - (*qo)[b]});
+  const int64_t n = (int64_t{len} + ps - 1) / ps + in.pick<int64_t>({0, 1, -1});
+  const int64_t pool = std::min<int64_t>(prob.num_pages, 256);
+  std::vector<int32_t> table(std::max<int64_t>(n, 0), in.u8() % pool);
+  for (int k = in.u8() % 4; k > 0 && !table.empty(); --k) {
+    table[in.u32() % table.size()] = in.pick<int32_t>(
+        {int32_t(in.u8() % pool), -1, int32_t(std::min<int64_t>(prob.num_pages, kI32Max))});
+  }
+  const int64_t begin = (*kpi)[b], end = (*kpi)[b + 1];
+  kpidx->erase(kpidx->begin() + begin, kpidx->begin() + end);
+  kpidx->insert(kpidx->begin() + begin, table.begin(), table.end());
+  for (int32_t j = b + 1; j <= B; ++j)
+    (*kpi)[j] =
+        static_cast<int32_t>((*kpi)[j] + static_cast<int64_t>(table.size()) - (end - begin));
+  (*kv_len)[b] = len;
+  return true;
+}
+
 }  // namespace
 
 std::string fingerprint(const Plan& p) {
@@ -173,7 +205,9 @@ bool decode_problem(Input& in, PlanInput* d) {
         opt.backend = static_cast<Backend>(in.i32());
         break;
     }
-    opt.num_threads = in.pick<int>({0, 1, 2, 3, -1});
+    // Past the hardware's threads too (capped), and negative (refused).
+    opt.num_threads =
+        in.pick<int>({0, 1, 2, 3, -1, 1000, tvfuzz::kI32Max, tvfuzz::kI32Min, 1 << 20});
   }
   const uint8_t flags = in.u8();
   opt.round_p = flags & 1;
@@ -249,13 +283,17 @@ bool decode_problem(Input& in, PlanInput* d) {
       grow(kpidx, size_t(kpi[B]));
     }
   }
+  // The nulls byte, read before the arrays are copied (nothing is read in between): from 128
+  // it nulls arrays, from 64 to 127 it gives one request a kv_len near 2^31 over a sparse page
+  // table instead (issue 52: valid lengths at the int32 edge over few pages).
+  const uint8_t v = in.u8();
+  d->huge = v >= 64 && v < 128 && make_huge(in, prob, &qo, &kv_len, &kpi, &kpidx);
   d->qo_buf = Buf<int32_t>(qo);
   d->kv_len_buf = Buf<int32_t>(kv_len);
   d->kpi_buf = Buf<int32_t>(kpi);
   d->kpidx_buf = Buf<int32_t>(kpidx);
   d->parents_buf = Buf<int32_t>(parents);
   {
-    const uint8_t v = in.u8();
     const uint8_t nulls = (v & 0x80) ? v : 0;
     prob.qo_indptr = (nulls & 1) ? nullptr : d->qo_buf.data();
     prob.kv_len = (nulls & 2) ? nullptr : d->kv_len_buf.data();

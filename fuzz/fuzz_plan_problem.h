@@ -21,6 +21,7 @@ struct PlanInput {
   enum Layout { kContiguous, kBothStrides, kHeadStrideOnly, kTokenStrideOnly };
   Layout q_layout = kContiguous, out_layout = kContiguous;
   int bad_variant = 0;  // 0: valid tensors; 1..13: the invalid-tensors variant run() gets
+  bool huge = false;    // one request's kv_len near 2^31 over a sparse page table
   // The index arrays as decoded: a valid batch, then damaged, then grown to the length the
   // contract makes a caller provide.
   std::vector<int32_t> qo, kv_len, kpi, kpidx, parents;

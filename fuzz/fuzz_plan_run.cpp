@@ -47,7 +47,11 @@ void check_run(Input& in, const PlanInput& d, const Plan& p) {
   float kv_scale_value;
   {
     const uint8_t v = in.u8();
-    kv_scale_value = v < 224 ? (1 + v) / 64.f : tvfuzz::special_float(in);
+    // From 248, the edges of the dequantization bound (FLT_MAX / 448 and the next float).
+    kv_scale_value = v < 224   ? (1 + v) / 64.f
+                     : v < 248 ? tvfuzz::special_float(in)
+                               : in.pick<float>({kMaxKvScale, -kMaxKvScale,
+                                                 std::nextafter(kMaxKvScale, INFINITY), 1e37f});
   }
   const Buf<float> kv_scale(1);
   kv_scale[0] = kv_scale_value;
@@ -296,7 +300,11 @@ void check_run(Input& in, const PlanInput& d, const Plan& p) {
   }
 
   const Status s = call(p, t);
-  if (e4m3 && !std::isfinite(kv_scale_value) && total_q > 0) {
+  // types.h: |kv_scale| <= kMaxKvScale (false for NaN and inf) runs, anything else is
+  // refused; and that bound keeps 448 x kv_scale, the largest value dequantized, finite.
+  const bool scale_ok = std::fabs(kv_scale_value) <= kMaxKvScale;
+  FUZZ_CHECK(!scale_ok || std::isfinite(448.f * kv_scale_value), "kv_scale %g", kv_scale_value);
+  if (e4m3 && !scale_ok && total_q > 0) {
     FUZZ_CHECK(s.code() == StatusCode::kInvalidArgument &&
                    s.message().find("argument 'kv_scale'") != std::string::npos,
                "kv_scale = %g: %s", kv_scale_value, s.to_string().c_str());
@@ -340,8 +348,8 @@ void check_run(Input& in, const PlanInput& d, const Plan& p) {
     for (int32_t b = 0; b < B; ++b) {
       const int32_t T = qo[b + 1] - qo[b];
       const int64_t L = kv_len[b] - T;
-      // A stored NaN or infinity (e4m3 has only NaN); an e4m3 value whose product with kv_scale
-      // overflows float is left out (the float64 oracle does not overflow there).
+      // A stored NaN or infinity (e4m3 has only NaN); an e4m3 value times a kv_scale that
+      // passed is always finite (kMaxKvScale).
       auto token_bad = [&](int64_t tok) TVFUZZ_HOT {
         const int64_t r = int64_t{kpidx[kpi[b] + tok / ps]} * ps + tok % ps;
         for (int c = 0; c < kQKDim; ++c) {

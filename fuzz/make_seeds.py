@@ -55,9 +55,11 @@ def set_entry(b, array, index, kind, raw=None):
 
 def plan_seed(batch, heads, page, dtype, kvfmt, scale, backend, threads, flags, bad, requests,
               pool=(0,), np_override=0, mutations=None, nulls=0, dmode=0, kv_scale=0,
-              strides=(), specials=()):
-    """scale and pool are byte lists: a selector byte and what it makes the decoder read next."""
-    b = Bytes().u8(batch, heads, page, dtype, kvfmt, *scale).u8(backend, threads, flags, bad)
+              strides=(), specials=(), huge=()):
+    """scale and pool are byte lists: a selector byte and what it makes the decoder read next;
+    page a byte or such a list (200, 4 for 128); huge: what a nulls byte of 64..127 reads."""
+    page = page if isinstance(page, tuple) else (page,)
+    b = Bytes().u8(batch, heads, *page, dtype, kvfmt, *scale).u8(backend, threads, flags, bad)
     for t, l, extra, parents in requests:
         b.u8(t, l, extra, *parents)
     b.u8(*pool).u8(np_override)
@@ -67,7 +69,7 @@ def plan_seed(batch, heads, page, dtype, kvfmt, scale, backend, threads, flags, 
         b.u8(len(mutations))
         for m in mutations:
             set_entry(b, *m)
-    b.u8(nulls)
+    b.u8(nulls, *huge)
     b.u64(0x243F6A8885A308D3).u8(dmode, kv_scale, *strides)
     b.u8(len(specials))
     for in_q, where, which in specials:
@@ -110,6 +112,13 @@ def plan_seeds():
                                 mutations=[(4, 1, 192, 7)]),
         "nan-scale": plan_seed(2, 1, 2, 0, 0, (230, 0), 0, 1, 0, 0, two),
         "cuda-mma": plan_seed(2, 1, 2, 0, 0, s45, 6, 1, 0, 0, two),
+        # page 128, kv_len 2^31 - 1 over 2^24 entries of a one-page pool (valid: planned, not
+        # run); then one entry short of it. Bytes after nulls 64: request, length pick, entry
+        # count pick (exact, +1, -1), the page of every entry, overrides.
+        "huge-kv-len": plan_seed(1, 1, (200, 4), 0, 0, s45, 1, 1, 0, 0, [(2, 3, 0, [0])],
+                                 nulls=64, huge=(0, 0, 0, 0, 0)),
+        "huge-one-entry-short": plan_seed(1, 1, (200, 4), 0, 0, s45, 1, 1, 0, 0,
+                                          [(2, 3, 0, [0])], nulls=64, huge=(0, 3, 2, 0, 0)),
     }
 
 
@@ -220,12 +229,16 @@ def ddtree_seeds():
 
 # ---- fuzz_kv_commit ---------------------------------------------------------------------------
 
-def commit_seed(page_byte, requests, shared_pages=None, slot_mode=0, cache_fix=(), fmt=()):
+def commit_seed(page_byte, requests, shared_pages=None, slot_mode=0, cache_fix=(), fmt=(),
+                huge=()):
     """requests: (T, parents, L, extra pages, walk bytes); shared_pages: None for fresh pages
     (shuffled), else (pool byte, id bytes...); fmt: the format byte and what it reads next
-    (none: 16-bit rows, as a byte past the end reads 0)."""
-    ps = 1 << (page_byte % 4)
-    b = Bytes().u8(len(requests), page_byte)
+    (none: 16-bit rows, as a byte past the end reads 0); huge: the large-length byte (200+,
+    page size 128 only) and what it reads next. page_byte 128 stands for page size 128 (byte
+    200, then the pick of 128)."""
+    ps = 128 if page_byte == 128 else 1 << (page_byte % 4)
+    b = Bytes().u8(len(requests))
+    b.u8(200, 4) if page_byte == 128 else b.u8(page_byte)
     pages = 0
     for t, parents, l, extra, walk in requests:
         b.u8(t, *parents).u8(l, extra)
@@ -244,7 +257,8 @@ def commit_seed(page_byte, requests, shared_pages=None, slot_mode=0, cache_fix=(
         b.u8(*[k % 5 for k in range(sum(r[0] + r[2] for r in requests))])
     b.u8(NO_MUTATION, NO_MUTATION)
     b.u8(*(cache_fix or (0,))).u64(0xA4093822299F31D0).u8(0)
-    b.u8(*fmt)
+    b.u8(*(fmt or ((0,) if huge else ())))
+    b.u8(*huge)
     return b.b
 
 
@@ -275,10 +289,31 @@ def commit_seeds():
     }
 
 
+def commit_long_seeds():
+    """fuzz_kv_commit_long: the large-length decoding (fuzz_kv_commit reads these bytes too,
+    and ignores them), plus two of fuzz_kv_commit's seeds."""
+    reqs = [(5, [0, 0, 1, 3], 3, 1, [1, 0, 1, 0, 1, 0, 0]), (3, [0, 1], 6, 0, [1, 0, 0])]
+    huge_req = (3, [0, 0], 6, 0, [1, 1, 0])  # path 0-2
+    return {
+        "page-4": commit_seed(2, reqs),
+        "shared-pages": commit_seed(1, reqs, shared_pages=(7, [0, 1, 2, 3, 4, 0, 5, 6, 7, 4])),
+        # page 128, kv_len 2^31 - 1 over 2^24 entries of a pool of 2 pages: request 0's prefix
+        # on page 0, its tree (T = 3, path 0-2: one row moves) on page 1; then the entry before
+        # it on page 1 too, whose prefix rows are the tree's rows (invalid); then kv_len
+        # 2^31 - 128 with a spare entry, in e4m3. Bytes: 200, request, length pick, spare,
+        # default page, the entries holding the tree (ceil(T / 128) + 2), extra overrides.
+        "huge-kv-len": commit_seed(128, [huge_req], huge=(200, 0, 0, 0, 0, 0, 0, 1, 0)),
+        "huge-shared-tree-row": commit_seed(128, [huge_req], huge=(200, 0, 0, 0, 0, 0, 1, 1, 0)),
+        "huge-e4m3-spare-entry": commit_seed(128, [huge_req], fmt=(100,),
+                                             huge=(200, 0, 3, 1, 0, 0, 1, 0, 0)),
+    }
+
+
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
     for target, seeds in (("fuzz_plan", plan_seeds()), ("fuzz_tree", tree_seeds()),
-                          ("fuzz_ddtree", ddtree_seeds()), ("fuzz_kv_commit", commit_seeds())):
+                          ("fuzz_ddtree", ddtree_seeds()), ("fuzz_kv_commit", commit_seeds()),
+                          ("fuzz_kv_commit_long", commit_long_seeds())):
         d = os.path.join(root, target)
         os.makedirs(d, exist_ok=True)
         for name in os.listdir(d):

@@ -8,7 +8,8 @@
 #   scripts/fuzz.sh 600 fuzz_plan           # one target
 #   FUZZ_RUNS=1000000 scripts/fuzz.sh 0     # 10^6 inputs a target, no time limit
 #   scripts/fuzz.sh --check                 # exit 0 iff clang++ can link a libFuzzer target
-# Targets: fuzz_plan fuzz_tree fuzz_ddtree fuzz_kv_commit (fuzz/README.md says what each checks).
+# Targets: fuzz_plan fuzz_tree fuzz_ddtree fuzz_kv_commit fuzz_kv_commit_long (fuzz/README.md
+# says what each checks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,7 +35,7 @@ if [ $# -lt 1 ] || ! [[ "$1" =~ ^[0-9]+$ ]]; then
 fi
 seconds=$1
 shift
-all_targets=(fuzz_plan fuzz_tree fuzz_ddtree fuzz_kv_commit)
+all_targets=(fuzz_plan fuzz_tree fuzz_ddtree fuzz_kv_commit fuzz_kv_commit_long)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "app.h"
 #include "commands.h"
 #include "common.h"
 #include "roofline.h"
@@ -101,6 +102,8 @@ int bench_case(const SuiteCase& given, const PlanOptions& options, const PlanTun
     return kExitFail;  // correctness before speed: a wrong kernel is not timed
   }
 
+  const AllocationNote note(
+      fmt::format("building case {} to time it ({})", c.name, case_memory(c).to_string()));
   testing::HostCase hc;
   Plan plan;
   std::unique_ptr<Runner> runner;

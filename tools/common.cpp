@@ -3,15 +3,30 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 #include <memory>
+#include <new>
+#include <stdexcept>
 
+#include "app.h"
 #include "core/check.h"
 #include "cpu/cpu_backend.h"
 #include "testing/cases.h"
 #include "timing.h"
 
 namespace treeverify::cli {
+
+CLI::Validator seed_validator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        uint64_t seed = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seed);
+        if (!text.empty() && error == std::errc() && end == text.data() + text.size()) return "";
+        return fmt::format("'{}' is not an integer in [0, 2^64 - 1]", text);
+      },
+      "UINT64", "seed");
+}
 
 void add_planning_flags(CLI::App* app, CaseFlags* f) {
   app->add_option("--suite", f->suite_file, "suite JSON file instead of the built-in one")
@@ -50,7 +65,8 @@ void add_case_flags(CLI::App* app, CaseFlags* f) {
   app->add_option("--scale-l", f->scale_l,
                   "multiply every prefix length L by this factor in (0, 1], or 'auto'")
       ->capture_default_str();
-  app->add_option("--seed", f->seed, "random seed of the case data (default: the case's)");
+  app->add_option("--seed", f->seed, "random seed of the case data (default: the case's)")
+      ->check(seed_validator());
   auto* g = app->add_option_group("custom case", "a case given by flags instead of a suite name");
   g->add_option("--tree", f->tree, "T: one value, or one per request");
   g->add_option("--prefix", f->prefix, "L: one value, or one per request");
@@ -99,6 +115,9 @@ Status resolve_cases(const CaseFlags& f, std::vector<SuiteCase>* cases) {
     } else if (f.dtype != "bf16") {
       return Status(StatusCode::kInvalidArgument, fmt::format("unknown --dtype '{}'", f.dtype));
     }
+    // Refused as the suite parser refuses it: a case that cannot exist has no scaled copy.
+    if (Status s = check_case_lengths(c); !s.ok())
+      return Status(s.code(), "--tree/--prefix: " + s.message());
     out.push_back(std::move(c));
   }
   if (f.seed) {
@@ -114,6 +133,10 @@ Status resolve_cases(const CaseFlags& f, std::vector<SuiteCase>* cases) {
 Status build_case(const SuiteCase& c, testing::HostCase* host_case) {
   try {
     *host_case = testing::make_case(to_spec(c));
+  } catch (const std::bad_alloc&) {
+    throw;  // a valid case too large for this machine: run_app (app.h) reports what it costs
+  } catch (const std::length_error&) {
+    throw;
   } catch (const std::exception& e) {
     return Status(StatusCode::kInvalidArgument, fmt::format("case {}: {}", c.name, e.what()));
   }
@@ -183,16 +206,34 @@ PlanTuning plan_tuning(const CaseFlags& f) {
 
 Status plan_metadata(const SuiteCase& c, const PlanOptions& options, const PlanTuning& tuning,
                      Plan* p) {
+  double entries = 0;  // make_metadata's page table: one int32 a page
+  for (size_t b = 0; b < c.tree_sizes.size(); ++b)
+    entries += std::ceil((static_cast<double>(c.prefix_lens[b]) + c.tree_sizes[b]) /
+                         std::max<int32_t>(c.page_size, 1));
+  const AllocationNote note(
+      fmt::format("planning case {} (a page table of {:.0f} entries: {:.2f} GB)", c.name, entries,
+                  entries * sizeof(int32_t) * 1e-9));
   const CaseMetadata m = make_metadata(c);
   return plan(m.problem(c), options, tuning, p);
 }
 
 Status check_case(const SuiteCase& c, const PlanOptions& options, const PlanTuning& tuning,
                   double oracle_flops, CheckResult* result, const SuiteCase* timed) {
+  // A shortened copy passing says nothing of a case that cannot exist.
+  auto exists = [](const SuiteCase& whole) {
+    const Status s = check_case_lengths(whole);
+    return s.ok() ? s : Status(s.code(), fmt::format("case {}: {}", whole.name, s.message()));
+  };
+  TV_RETURN_IF_ERROR(exists(c));
+  if (timed != nullptr) TV_RETURN_IF_ERROR(exists(*timed));
   // The oracle is single-threaded float64: shorten the prefix until it takes seconds.
   const double scale = scale_for_budget(case_flops(c), oracle_flops);
   const SuiteCase small = scale < 1 ? scale_prefix(c, scale) : c;
   if (timed == nullptr && scale < 1) timed = &c;
+  const AllocationNote note(
+      fmt::format("checking case {}{} ({})", c.name,
+                  small.prefix_lens != c.prefix_lens ? " at a shorter prefix" : "",
+                  case_memory(small).to_string()));
   testing::HostCase hc;
   TV_RETURN_IF_ERROR(build_case(small, &hc));
   // The copy runs the kernel the timed case runs: at a shorter prefix the CUDA schedule could

@@ -38,6 +38,10 @@ struct CaseFlags {
   bool force_tma = false;         // CUDA: ... or by TMA wherever it can, at any row count
   std::vector<int> chunk_tokens;  // CUDA: force the split's chunk length (bench: each in turn)
 };
+// --seed's check (check, bench, demo): a decimal integer in [0, 2^64 - 1]. CLI11 alone reads
+// "-1" as 2^64 - 1 and 2^64 as 2^64 - 1 into a uint64_t, so a seed would silently change.
+CLI::Validator seed_validator();
+
 // What plans the cases (bench, check and doctor): --suite, --backend, --kv-format, --precision.
 void add_planning_flags(CLI::App* app, CaseFlags* flags);
 // add_planning_flags and the rest of bench's and check's case flags.

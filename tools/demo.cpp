@@ -118,7 +118,9 @@ void add_demo_command(CLI::App* app, int* exit_code) {
   cmd->add_option("--budget", o.budget, "DDTree node budget, root included")->capture_default_str();
   cmd->add_option("--depth", o.draft_depth, "drafted depths per step")->capture_default_str();
   cmd->add_option("--top-k", o.draft_top_k, "drafter candidates per depth")->capture_default_str();
-  cmd->add_option("--seed", o.seed, "weights, prompt and drafter seed")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "weights, prompt and drafter seed")
+      ->check(seed_validator())
+      ->capture_default_str();
   cmd->add_option("--prompt", o.prompt_len, "random prompt tokens")->capture_default_str();
   cmd->add_option("--draft-noise", o.draft_noise, "drafter weight perturbation")
       ->capture_default_str();

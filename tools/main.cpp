@@ -2,6 +2,7 @@
 // check (one case against the float64 oracle), demo (lossless speculative decoding).
 #include <CLI/CLI.hpp>
 
+#include "app.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {
@@ -12,6 +13,5 @@ int main(int argc, char** argv) {
   treeverify::cli::add_bench_command(&app, &exit_code);
   treeverify::cli::add_check_command(&app, &exit_code);
   treeverify::cli::add_demo_command(&app, &exit_code);
-  CLI11_PARSE(app, argc, argv);
-  return exit_code;
+  return treeverify::cli::run_app(&app, argc, argv, &exit_code);
 }

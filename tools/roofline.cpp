@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/cpu_backend.h"
+
 namespace treeverify::cli {
 
 RooflinePoint roofline(double bytes, double flops, double seconds, const Ceilings& ceilings) {
@@ -84,8 +86,7 @@ double sgemm_rate(int n, int reps) {
 }  // namespace
 
 Ceilings measure_cpu_ceilings(int num_threads, size_t copy_bytes, int gemm_n) {
-  const int threads =
-      num_threads > 0 ? num_threads : std::max(1u, std::thread::hardware_concurrency());
+  const int threads = detail::cpu_threads(num_threads);  // the threads cpu-fast runs on
   Ceilings c;
   constexpr int kReps = 3;  // best of a few: a ceiling is the most the machine gave
   c.bandwidth = copy_bandwidth(threads, copy_bytes, kReps);

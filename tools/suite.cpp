@@ -66,16 +66,66 @@ Status per_request(const json& entry, const char* key, int32_t batch, const std:
   return Status::Ok();
 }
 
-Status get_int(const json& entry, const char* key, const std::string& origin,
-               const std::string& where, int64_t* value) {
-  if (!entry.contains(key) || !entry.at(key).is_number_integer()) {
+// An integer in [lo, hi] (hi >= 0), read without wrapping: json keeps integers past 2^63 - 1
+// unsigned, where get<int64_t>() would read 2^63 as -2^63. The message quotes the file's text.
+Status int_in(const json& x, const char* key, int64_t lo, int64_t hi, const std::string& origin,
+              const std::string& where, int64_t* value) {
+  if (!x.is_number_integer())
     return bad(origin, where, fmt::format("field '{}' must be an integer", key));
-  }
-  *value = entry.at(key).get<int64_t>();
+  const bool in_range = x.is_number_unsigned() ? x.get<uint64_t>() <= static_cast<uint64_t>(hi) &&
+                                                     static_cast<int64_t>(x.get<uint64_t>()) >= lo
+                                               : x.get<int64_t>() >= lo && x.get<int64_t>() <= hi;
+  if (!in_range)
+    return bad(origin, where, fmt::format("{} = {} is not in [{}, {}]", key, x.dump(), lo, hi));
+  *value = x.get<int64_t>();
+  return Status::Ok();
+}
+
+Status get_int(const json& entry, const char* key, int64_t lo, int64_t hi,
+               const std::string& origin, const std::string& where, int64_t* value) {
+  if (!entry.contains(key))
+    return bad(origin, where, fmt::format("field '{}' must be an integer", key));
+  return int_in(entry.at(key), key, lo, hi, origin, where, value);
+}
+
+// A seed: any integer in [0, 2^64 - 1] (json holds the non-negative ones unsigned).
+Status get_seed(const json& x, const std::string& origin, const std::string& where,
+                uint64_t* seed) {
+  if (!x.is_number_integer() || !x.is_number_unsigned())
+    return bad(origin, where,
+               fmt::format("seed = {} is not an integer in [0, 2^64 - 1]", x.dump()));
+  *seed = x.get<uint64_t>();
   return Status::Ok();
 }
 
 }  // namespace
+
+Status check_case_lengths(const SuiteCase& c) {
+  constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+  if (c.tree_sizes.size() != c.prefix_lens.size())
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("{} tree sizes for {} prefix lengths", c.tree_sizes.size(),
+                              c.prefix_lens.size()));
+  // kv_len = L + T is an int32, and the whole batch's KV must be addressable by the int32
+  // page table of one call.
+  int64_t total_kv = 0;
+  for (size_t i = 0; i < c.tree_sizes.size(); ++i) {
+    const int64_t tree = c.tree_sizes[i], prefix = c.prefix_lens[i];
+    if (tree < 0 || prefix < 0)
+      return Status(
+          StatusCode::kInvalidArgument,
+          fmt::format("request {}: prefix = {}, tree = {}: lengths are >= 0", i, prefix, tree));
+    if (prefix > kInt32Max - tree)
+      return Status(
+          StatusCode::kInvalidArgument,
+          fmt::format("request {}: prefix + tree = {} + {} is past 2^31 - 1", i, prefix, tree));
+    total_kv += prefix + tree;
+  }
+  if (total_kv > kInt32Max)
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("the batch holds {} KV tokens, past 2^31 - 1", total_kv));
+  return Status::Ok();
+}
 
 Status parse_suite(const std::string& json_text, const std::string& origin,
                    std::vector<SuiteCase>* cases) {
@@ -120,36 +170,19 @@ Status parse_suite(const std::string& json_text, const std::string& origin,
     base.why = e.value("why", "");
     base.softmax_scale = scale;
     base.dtype = dtype;
-    int64_t batch = 0, page = 0, seed = 1;
-    TV_RETURN_IF_ERROR(get_int(e, "batch", origin, where, &batch));
-    TV_RETURN_IF_ERROR(get_int(e, "page", origin, where, &page));
-    if (e.contains("seed")) TV_RETURN_IF_ERROR(get_int(e, "seed", origin, where, &seed));
-    if (batch < 1 || batch > (1 << 20)) {
-      return bad(origin, where, fmt::format("batch = {} is not in [1, 2^20]", batch));
-    }
-    if (!is_valid_page_size(page > kMaxPageSize ? 0 : static_cast<int32_t>(page))) {
+    int64_t batch = 0, page = 0;
+    TV_RETURN_IF_ERROR(get_int(e, "batch", 1, int64_t{1} << 20, origin, where, &batch));
+    TV_RETURN_IF_ERROR(get_int(e, "page", 1, kMaxPageSize, origin, where, &page));
+    if (e.contains("seed")) TV_RETURN_IF_ERROR(get_seed(e["seed"], origin, where, &base.seed));
+    if (!is_valid_page_size(static_cast<int32_t>(page))) {
       return bad(origin, where,
                  fmt::format("page = {} is not a power of two in [1, {}]", page, kMaxPageSize));
     }
     base.page_size = static_cast<int32_t>(page);
-    base.seed = static_cast<uint64_t>(seed);
     const auto b = static_cast<int32_t>(batch);
     TV_RETURN_IF_ERROR(per_request(e, "tree", b, origin, where, &base.tree_sizes));
     TV_RETURN_IF_ERROR(per_request(e, "prefix", b, origin, where, &base.prefix_lens));
-    // kv_len = L + T is an int32, and the whole batch's KV must be addressable by the int32
-    // page table of one call.
-    int64_t total_kv = 0;
-    for (int32_t i = 0; i < b; ++i) {
-      const int64_t room = std::numeric_limits<int32_t>::max() - int64_t{base.tree_sizes[i]};
-      if (base.prefix_lens[i] > room)
-        return bad(origin, where,
-                   fmt::format("request {}: prefix + tree = {} + {} is past 2^31 - 1", i,
-                               base.prefix_lens[i], base.tree_sizes[i]));
-      total_kv += base.prefix_lens[i] + base.tree_sizes[i];
-    }
-    if (total_kv > std::numeric_limits<int32_t>::max())
-      return bad(origin, where,
-                 fmt::format("the batch holds {} KV tokens, past 2^31 - 1", total_kv));
+    if (Status s = check_case_lengths(base); !s.ok()) return bad(origin, where, s.message());
     const std::string shape = e.value("shape", "random");
     if (!testing::parse_tree_shape(shape, &base.shape)) {
       return bad(origin, where, fmt::format("unknown shape '{}'", shape));
@@ -158,19 +191,17 @@ Status parse_suite(const std::string& json_text, const std::string& origin,
     // heads: one H per call, so a list makes one case per value.
     std::vector<int64_t> heads;
     if (e.contains("heads") && e["heads"].is_number_integer()) {
-      heads.push_back(e["heads"].get<int64_t>());
+      TV_RETURN_IF_ERROR(
+          int_in(e["heads"], "heads", 1, kMaxHeads, origin, where, &heads.emplace_back()));
     } else if (e.contains("heads") && e["heads"].is_array() && !e["heads"].empty()) {
       for (const json& h : e["heads"]) {
         if (!h.is_number_integer()) return bad(origin, where, "'heads' must hold integers");
-        heads.push_back(h.get<int64_t>());
+        TV_RETURN_IF_ERROR(int_in(h, "heads", 1, kMaxHeads, origin, where, &heads.emplace_back()));
       }
     } else {
       return bad(origin, where, "field 'heads' must be an integer or a non-empty list");
     }
     for (int64_t h : heads) {
-      if (h < 1 || h > kMaxHeads) {
-        return bad(origin, where, fmt::format("heads = {} is not in [1, {}]", h, kMaxHeads));
-      }
       SuiteCase c = base;
       c.num_heads = static_cast<int32_t>(h);
       c.name = heads.size() == 1 ? base.family : fmt::format("{}.h{}", base.family, h);
@@ -255,6 +286,27 @@ double case_flops(const SuiteCase& c) {
     flops += 2.0 * t * c.num_heads * (static_cast<double>(c.prefix_lens[b]) + t) * (kQKDim + kVDim);
   }
   return flops;
+}
+
+CaseMemory case_memory(const SuiteCase& c) {
+  double nodes = 0, pages = 0;
+  for (size_t b = 0; b < c.tree_sizes.size(); ++b) {
+    nodes += c.tree_sizes[b];
+    pages += std::ceil((static_cast<double>(c.prefix_lens[b]) + c.tree_sizes[b]) /
+                       std::max<int32_t>(c.page_size, 1));
+  }
+  const double rows = nodes * c.num_heads;
+  const double pool_rows = std::ceil(pages * (1.0 + testing::CaseSpec{}.pool_slack)) * c.page_size;
+  return {.q = rows * kQKDim * dtype_bytes(c.dtype),
+          .kv = pool_rows * kv_row_bytes(c.kv_format, c.dtype),
+          .out = rows * kVDim * dtype_bytes(c.dtype),
+          .lse = rows * sizeof(float)};
+}
+
+std::string CaseMemory::to_string() const {
+  constexpr double kGB = 1e9;
+  return fmt::format("q {:.2f} GB, KV pool {:.2f} GB, out {:.2f} GB, lse {:.2f} GB: {:.2f} GB",
+                     q / kGB, kv / kGB, out / kGB, lse / kGB, total() / kGB);
 }
 
 VerifyProblem CaseMetadata::problem(const SuiteCase& c) const {

@@ -28,6 +28,12 @@ struct SuiteCase {
   uint64_t seed = 1;
 };
 
+// The lengths a case must have to exist at all, whether it comes from a suite file or the
+// command line: L_b, T_b >= 0, each kv_len = L_b + T_b and the batch's sum of them below 2^31
+// (kv_len and the page table are int32). A scaled-down copy of a case that fails this is no
+// check of it.
+Status check_case_lengths(const SuiteCase& c);
+
 // The suite file built into this binary (bench/suite.json at build time).
 const char* embedded_suite_json();
 
@@ -53,6 +59,16 @@ testing::CaseSpec to_spec(const SuiteCase& c);
 // testing::verify_bytes / verify_flops, which need a built case).
 double case_bytes(const SuiteCase& c);
 double case_flops(const SuiteCase& c);
+
+// Host bytes of the buffers a case is built and run with (testing::make_case and the runners):
+// q, the KV pool (with the generator's slack), out and lse, each held at least once; for the
+// message of an allocation that fails (valid cases may not fit this machine).
+struct CaseMemory {
+  double q = 0, kv = 0, out = 0, lse = 0;
+  double total() const { return q + kv + out + lse; }
+  std::string to_string() const;  // "q 15.10 GB, KV pool 0.00 GB, out 13.42 GB, lse 0.05 GB ..."
+};
+CaseMemory case_memory(const SuiteCase& c);
 
 // Host metadata of the case without q and KV: what plan() reads. The page table is the
 // identity over an exactly-sized pool (plan() depends on lengths and counts, not on which

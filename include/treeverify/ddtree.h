@@ -34,8 +34,12 @@ namespace treeverify {
 // log-probabilities of the d-th draft token and their token ids. Each row must be sorted in
 // non-increasing order, every value is <= 0 (a log-probability) or -inf, and -inf marks an
 // absent candidate (a vocabulary slice smaller than K), so -inf entries sit at the end of
-// their row. Present candidates of one row have distinct, non-negative token ids; the ids of
-// absent ones are ignored.
+// their row. A value in (0, kLogProbRounding] is the rounding of a certain token's log(1) = 0
+// (log_softmax in float32 a few ulps above 0, or a float64 1.1e-16 handed over) and is read as
+// 0, also for the order of its row; a larger one is an error, and so is NaN. Present
+// candidates of one row have distinct, non-negative token ids; the ids of absent ones are
+// ignored.
+inline constexpr float kLogProbRounding = 0x1p-20f;  // 8 float32 ulps of 1: about 9.5e-7
 struct DraftTopK {
   int32_t depth = 0;                   // L >= 0 (0: only the root)
   int32_t top_k = 0;                   // K >= 1

@@ -54,11 +54,14 @@ struct VerifyTensors {
   int64_t q_stride_head = 0;                 // 0 means contiguous: 576
   const void* kv_cache = nullptr;            // [num_pages, page_size, 576] dtype (or e4m3 bytes,
                                              //   kv_format), contiguous
-  const float* kv_scale = nullptr;           // e4m3 only, and then required: one finite float,
+  const float* kv_scale = nullptr;           // e4m3 only, and then required: one float,
                                              //   real KV value = stored x *kv_scale (device
                                              //   memory for CUDA backends, host memory for CPU
                                              //   ones; read when the call runs, so a CUDA graph
-                                             //   sees updates); null otherwise
+                                             //   sees updates); null otherwise. It must pass
+                                             //   is_valid_kv_scale (types.h); the CPU backends
+                                             //   refuse one that does not (a device scale is
+                                             //   read by the kernel only, never checked)
   const int32_t* qo_indptr = nullptr;        // [B+1] int32, same values as the problem's
   const int32_t* kv_len = nullptr;           // [B] int32, same values as the problem's
   const int32_t* kv_page_indptr = nullptr;   // [B+1] int32, same values as the problem's
@@ -107,7 +110,10 @@ Status parse_precision(const std::string& name, Precision* precision);
 struct PlanOptions {
   Backend backend = Backend::kAuto;
   int device = -1;      // CUDA device ordinal; -1 means the current device
-  int num_threads = 0;  // CPU backends: 0 means all hardware threads
+  // cpu-fast's threads: 0 means every hardware thread this process may run on (its CPU
+  // affinity), and so does any larger count (more threads than that would only cost memory and
+  // time); negative is an error.
+  int num_threads = 0;
   // Round softmax probabilities to the input dtype before P.V (fp16 with an e4m3 cache in
   // exact mode, whose products are fp16), as the GPU kernels do; the CPU backends use this to
   // compare like with like. Off means P stays in full precision.

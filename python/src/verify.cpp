@@ -201,9 +201,14 @@ class PyPlan {
   std::string device() const { return location_name(where_); }
 
  private:
+  // The library's bound (types.h), here also for the scale a CUDA plan uploads: a float that
+  // is finite with 448 x |kv_scale| finite in float32.
   static void require_finite_scale(float scale) {
-    if (!std::isfinite(scale))
-      raise_value("kv_scale", fmt::format("{}, expected a finite float", scale));
+    if (!is_valid_kv_scale(scale))
+      raise_value("kv_scale",
+                  fmt::format("{}, expected a finite float with {} x |kv_scale| (the largest "
+                              "value dequantized) a finite float32: |kv_scale| <= {}",
+                              scale, kMaxE4M3, kMaxKvScale));
   }
 
   // The kv_scale pointer of a run: a 1-element float32 array on the plan's device (CUDA: read

@@ -122,6 +122,25 @@ def test_missing_or_bad_scale(small):
     expect(small, TypeError, r"argument 'kv_scale': True", kv_scale=True)
 
 
+@pytest.mark.parametrize("backend", ["cpu-fast", "cpu-reference"])
+def test_scale_whose_products_overflow_float32_is_refused(small, backend):
+    # Issue 52: kv_scale = 1e37 ran, cpu-fast giving NaN and cpu-reference inf. A scale is
+    # refused once 448 x |kv_scale| (the largest value dequantized) is no finite float32, as a
+    # float (checked by the binding, for plans on any device) and as an array (by the backend).
+    for scale in (1e37, -1e37, 7.6e35):
+        expect(small, ValueError, r"argument 'kv_scale': .*448 x \|kv_scale\|", kv_scale=scale,
+               backend=backend)
+        expect(small, ValueError, r"argument 'kv_scale': \*kv_scale = .*448 x \|kv_scale\|",
+               kv_scale=np.array([scale], np.float32), backend=backend)
+    expect(small, TypeError, r"argument 'kv_scale': dtype >f4 is not in this machine's byte "
+                             r"order", kv_scale=np.ones(1, ">f4"), backend=backend)
+    for scale in (7.5e35, np.array([7.5e35], np.float32)):  # inside the bound: runs
+        out, lse = tv.mla_verify(small["q"], small["kv_cache"], *(small[a] for a in ARGS),
+                                 small["softmax_scale"], dtype="bf16", kv_dtype="e4m3",
+                                 kv_scale=scale, backend=backend)
+        assert out.shape == (7, 2, 512)
+
+
 def test_wrong_cache_dtype(small):
     expect(small, TypeError, r"argument 'kv_dtype': kv_cache is uint8; .*kv_dtype='e4m3'",
            kv_dtype=None)

@@ -287,3 +287,97 @@ def test_merge_state_outputs_alias_exactly_or_not_at_all():
     assert got_v is va and got_s is sa
     np.testing.assert_array_equal(va, want_v)
     np.testing.assert_array_equal(sa, want_s)
+
+
+# Issue 52: arrays nanobind cannot take (read-only outputs, big-endian data, lists) and
+# AcceptedPaths given as something else raised "incompatible function arguments" with a list of
+# overloads, or a raw AttributeError; each now names its argument.
+def _read_only(a):
+    a = a.copy()
+    a.setflags(write=False)
+    return a
+
+
+def test_read_only_outputs_are_named(case):
+    out, lse = np.zeros((7, 2, 512), np.uint16), np.zeros((7, 2), np.float32)
+    with pytest.raises(ValueError, match=r"argument 'out': is read-only, but the call writes it"):
+        call(case, out=_read_only(out), lse=lse)
+    with pytest.raises(ValueError, match=r"argument 'lse': is read-only, but the call writes it"):
+        call(case, out=out, lse=_read_only(lse))
+    assert (out == 0).all() and (lse == 0).all()
+    v, s = np.zeros((3, 2, 8), np.float16), np.zeros((3, 2), np.float32)
+    with pytest.raises(ValueError, match=r"argument 'v_merged': is read-only"):
+        tv.merge_state(v, s, v, s, v_merged=_read_only(v))
+    with pytest.raises(ValueError, match=r"argument 's_merged': is read-only"):
+        tv.merge_state(v, s, v, s, s_merged=_read_only(s))
+    # Read-only inputs are fine: nothing writes them.
+    call(case, q=_read_only(case["q"]), kv_cache=_read_only(case["kv_cache"]))
+    tv.merge_state(_read_only(v), _read_only(s), _read_only(v), _read_only(s))
+
+
+def test_big_endian_arrays_are_named(case):
+    be = lambda a: a.astype(a.dtype.newbyteorder(">"))  # noqa: E731
+    for name in ("q", "kv_cache"):
+        with pytest.raises(TypeError, match=rf"argument '{name}': dtype >u2 is not in this "
+                                            r"machine's byte order"):
+            call(case, **{name: be(case[name])})
+    with pytest.raises(TypeError, match=r"argument 'out': dtype >u2"):
+        call(case, out=be(np.zeros((7, 2, 512), np.uint16)))
+    with pytest.raises(TypeError, match=r"argument 'lse': dtype >f4"):
+        call(case, lse=np.zeros((7, 2), ">f4"))
+    v, s = np.zeros((3, 2, 8), np.float16), np.zeros((3, 2), np.float32)
+    for i, name in enumerate(("v_a", "s_a", "v_b", "s_b")):
+        args = [v, s, v, s]
+        args[i] = be(args[i])
+        with pytest.raises(TypeError, match=rf"argument '{name}': dtype >"):
+            tv.merge_state(*args)
+    # Index arrays are converted (copied to int32), so their byte order does not matter.
+    tv.validate_trees(np.array([0, 1], ">i4"), np.array([-1], ">i4"))
+
+
+def test_lists_for_arrays_are_named(case):
+    with pytest.raises(TypeError, match=r"argument 'kv_cache': list is not an array"):
+        call(case, kv_cache=case["kv_cache"].tolist())
+    with pytest.raises(TypeError, match=r"argument 'q': list is not an array"):
+        call(case, q=case["q"].tolist())
+    with pytest.raises(TypeError, match=r"argument 'kv_cache': list is not an array"):
+        tv.commit_kv_paged(case["kv_cache"].tolist(), case["kv_page_indptr"],
+                           case["kv_page_indices"], case["kv_len"], case["qo_indptr"],
+                           case["parents"], tv.AcceptedPaths([0, 1, 2], [0, 0], [3, 3]))
+
+
+@pytest.mark.parametrize("accepted", [None, ([0, 1, 2], [0, 0], [3, 3]),
+                                      [[0, 1, 2], [0, 0], [3, 3]], {"indptr": [0, 1, 2]}],
+                         ids=["None", "tuple", "list", "dict"])
+def test_accepted_paths_of_another_type_are_named(case, accepted):
+    kv = case["kv_cache"].copy()
+    with pytest.raises(TypeError, match=r"argument 'accepted': \w+, expected "
+                                        r"treeverify.AcceptedPaths"):
+        tv.commit_kv_paged(kv, case["kv_page_indptr"], case["kv_page_indices"], case["kv_len"],
+                           case["qo_indptr"], case["parents"], accepted)
+    with pytest.raises(TypeError, match=r"argument 'accepted': \w+, expected "
+                                        r"treeverify.AcceptedPaths"):
+        tv.commit_slots([0, 14, 21], list(range(21)), case["kv_len"], case["qo_indptr"],
+                        case["parents"], accepted)
+    np.testing.assert_array_equal(kv, case["kv_cache"])
+
+
+def test_read_only_kv_cache_of_a_commit_is_named(case):
+    kv = _read_only(case["kv_cache"])
+    with pytest.raises(ValueError, match=r"argument 'kv_cache': is read-only, but the call writes"):
+        tv.commit_kv_paged(kv, case["kv_page_indptr"], case["kv_page_indices"], case["kv_len"],
+                           case["qo_indptr"], case["parents"],
+                           tv.AcceptedPaths([0, 1, 2], [0, 0], [3, 3]))
+
+
+def test_num_threads_is_capped_and_negative_refused(case):
+    # Issue 52: num_threads = 10000 ran for minutes in thread and buffer setup; any count past
+    # the hardware's runs as the hardware's, bit for bit.
+    args = (case["q"], case["kv_cache"], *(case[a] for a in ARGS), case["softmax_scale"])
+    want = tv.mla_verify(*args, dtype="bf16", backend="cpu-fast")
+    for threads in (2**20, 2**31 - 1):
+        got = tv.mla_verify(*args, dtype="bf16", backend="cpu-fast", num_threads=threads)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    with pytest.raises(ValueError, match=r"argument 'options.num_threads': num_threads = -1"):
+        tv.mla_verify(*args, dtype="bf16", backend="cpu-fast", num_threads=-1)

@@ -176,3 +176,46 @@ def test_commit_kv_paged_refuses_tree_pages_shared_between_requests():
     np.testing.assert_array_equal(kv, before)
     shared_prefix = ([0, 3, 6], [0, 1, 2, 0, 4, 5], [6, 6], [0, 4, 8], PARENTS + PARENTS, acc)
     np.testing.assert_array_equal(tv.commit_kv_paged(kv, *shared_prefix), [5, 5])
+
+
+def test_commit_kv_paged_lengths_near_int32_max():
+    # Issue 52, defect 1: kv_len = 2^31 - 1 over two pool pages of 128 (the prefix shares page
+    # 0, the last entry is page 1). The tree-row check's page walk once overflowed int32 there
+    # and the process died (SIGSEGV); the commit is valid and moves nothing (path = the root).
+    n = (2**31 - 1 + 127) // 128
+    idx = np.zeros(n, np.int32)
+    idx[-1] = 1
+    kv = np.arange(2 * 128 * 576, dtype=np.uint16).reshape(2, 128, 576)
+    before = kv.copy()
+    new_len = tv.commit_kv_paged(kv, [0, n], idx, [2**31 - 1], [0, 1], [-1],
+                                 tv.AcceptedPaths([0, 1], [0], [3]))
+    np.testing.assert_array_equal(new_len, [2**31 - 1])
+    np.testing.assert_array_equal(kv, before)
+
+
+def test_build_tree_log_probs_are_real_float32_values():
+    # Issue 52: float64 log-probs were cast to float32 silently (-1e39 became -inf, read as an
+    # absent candidate), complex ones lost their imaginary part, and +1.1e-16 (a certain
+    # token's 0 rounded up) was refused.
+    lp = LOG_PROBS.astype(np.float64)
+    lp[1, 1] = -1e39
+    with pytest.raises(ValueError, match=r"argument 'log_probs': value -1e\+39 at index \[1, 1\] "
+                                         r"is outside float32's range \(it would become -inf"):
+        tv.build_tree(lp, TOKEN_IDS, budget=4)
+    with pytest.raises(ValueError, match=r"argument 'drafts\[0\].log_probs': value -1e\+39"):
+        tv.build_trees([(lp, TOKEN_IDS, 5)], [4])
+    with pytest.raises(TypeError, match=r"argument 'log_probs': dtype complex64, expected real"):
+        tv.build_tree(LOG_PROBS + 1j, TOKEN_IDS, budget=4)
+    with pytest.raises(TypeError, match=r"argument 'target_probs': dtype complex"):
+        tv.verify_sampling([0, 4], PARENTS, TOKENS, np.full((4, 128), 1 / 128 + 0j))
+    with pytest.raises(TypeError, match=r"argument 'log_probs': dtype <U"):
+        tv.build_tree([["0", "-1"], ["-1", "-2"]], TOKEN_IDS, budget=4)
+    certain = np.array([[0.0, -2.0], [0.0, -1.5]])
+    want = tv.build_tree(certain, TOKEN_IDS, budget=4)
+    for tiny in (1.1e-16, 1e-7):
+        got = tv.build_tree(certain + [[tiny, 0], [tiny, 0]], TOKEN_IDS, budget=4)
+        np.testing.assert_array_equal(got.parents, want.parents)
+        np.testing.assert_array_equal(got.scores, want.scores)
+    with pytest.raises(ValueError, match=r"argument 'log_probs': depth 1 candidate 0: log-prob "
+                                         r"= 0.001 \(positive past the rounding of 0"):
+        tv.build_tree(certain + [[1e-3, 0], [0, 0]], TOKEN_IDS, budget=4)

@@ -28,6 +28,52 @@ def device_of(x, name):
                     "CPU and CUDA memory is accepted")
 
 
+def check_array(x, name, writable=False):
+    """x as the extension takes it for `name`, checked here so that a mismatch names the
+    argument (nanobind would list every overload instead): an array with DLPack support, in
+    this machine's byte order, and writable when the call writes it in place."""
+    if not isinstance(x, np.ndarray) and not hasattr(x, "__dlpack__") and not _buffer(x):
+        raise TypeError(f"invalid argument: argument '{name}': {type(x).__name__} is not an "
+                        "array with DLPack support (numpy, torch, cupy, jax)")
+    if isinstance(x, np.ndarray):
+        if not x.dtype.isnative:
+            raise TypeError(f"invalid argument: argument '{name}': dtype {x.dtype.str} is not in "
+                            "this machine's byte order (DLPack has no other); pass "
+                            f"{name}.astype({name}.dtype.newbyteorder('='))")
+        if writable and not x.flags.writeable:
+            raise ValueError(f"invalid argument: argument '{name}': is read-only, but the call "
+                             "writes it in place")
+    return x
+
+
+def _buffer(x):
+    """Whether x exposes the buffer protocol (nanobind takes such arrays too)."""
+    try:
+        memoryview(x)
+    except TypeError:
+        return False
+    return True
+
+
+def host_f32(a, name):
+    """A numpy array as contiguous float32. Real numbers only: complex values (whose imaginary
+    part a cast drops), strings and objects are refused; a finite value outside float32's range
+    is an error, not the infinity the cast gives (-1e39 would read as -inf)."""
+    if a.size and a.dtype.kind not in "iuf":
+        raise TypeError(f"invalid argument: argument '{name}': dtype {a.dtype}, expected real "
+                        "numbers (a float or integer array)")
+    with np.errstate(over="ignore"):
+        f = np.ascontiguousarray(a, dtype=np.float32)
+    if a.dtype.kind == "f" and a.dtype.itemsize > 4:
+        outside = np.flatnonzero(np.isinf(f) & np.isfinite(a))
+        if outside.size:
+            where = np.unravel_index(outside[0], a.shape)
+            raise ValueError(f"invalid argument: argument '{name}': value {a[where]} at index "
+                             f"{list(map(int, where))} is outside float32's range (it would "
+                             f"become {f[where]}; {outside.size} such values)")
+    return f
+
+
 def _framework(x):
     return type(x).__module__.split(".")[0]
 

@@ -24,10 +24,14 @@ def _f32_2d(x, name):
     if a.ndim != 2:
         raise ValueError(f"invalid argument: argument '{name}': shape {list(a.shape)}, expected "
                          "a 2-D array")
-    return np.ascontiguousarray(a, dtype=np.float32)
+    return _arrays.host_f32(a, name)
 
 
 def _paths(accepted):
+    if not all(hasattr(accepted, field) for field in AcceptedPaths._fields):
+        raise TypeError(f"invalid argument: argument 'accepted': {type(accepted).__name__}, "
+                        "expected treeverify.AcceptedPaths(indptr, nodes, bonus_tokens), as "
+                        "verify_greedy and verify_sampling return")
     return (_i32(accepted.indptr, "accepted.indptr"), _i32(accepted.nodes, "accepted.nodes"),
             _i32(accepted.bonus_tokens, "accepted.bonus_tokens"))
 
@@ -151,6 +155,7 @@ def commit_kv_paged(kv_cache, kv_page_indptr, kv_page_indices, kv_len, qo_indptr
     KV cache [num_pages, page_size, 576]: any 16-bit dtype, or e4m3 (float8_e4m3fn, or uint8
     bits with kv_dtype='e4m3'; rows of 576 bytes, copied bit for bit: the scale is not
     needed). -> new kv_len [B]."""
+    _arrays.check_array(kv_cache, "kv_cache", writable=True)
     kv_format = _arrays.kv_dtype_of(kv_cache, kv_dtype)
     return _ext.commit_kv_paged(
         _arrays.raw(kv_cache), _i32(kv_page_indptr, "kv_page_indptr"),

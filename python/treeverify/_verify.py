@@ -60,6 +60,10 @@ class Plan(_ext.Plan):
         1-element float32 array on the plan's device (CUDA: read by the kernel when it runs,
         never on the host, so a per-layer device tensor works inside CUDA graphs), or on the
         CPU a real number; None uses the scale given to plan()."""
+        for name, x, writable in (("q", q, False), ("kv_cache", kv_cache, False),
+                                  ("out", out, True), ("lse", lse, True)):
+            if x is not None:
+                _arrays.check_array(x, name, writable)
         if dtype is not None and _arrays.dtype_name(None, dtype) != self.dtype:
             raise TypeError(f"invalid argument: argument 'dtype': {dtype}, but the plan was made "
                             f"for {self.dtype}")
@@ -90,7 +94,7 @@ def _split_scale(kv_scale):
     if kv_scale is None:
         return None, None
     if isinstance(kv_scale, np.ndarray) or hasattr(kv_scale, "__dlpack_device__"):
-        return kv_scale, None
+        return _arrays.check_array(kv_scale, "kv_scale"), None
     if isinstance(kv_scale, (numbers.Real, np.bool_)):
         return None, _arrays.check_real(kv_scale, "kv_scale")
     raise TypeError(f"invalid argument: argument 'kv_scale': {type(kv_scale).__name__}, expected "
@@ -158,6 +162,8 @@ def mla_verify(q, kv_cache, kv_page_indptr, kv_page_indices, kv_len, qo_indptr, 
     On CUDA this validates and uploads the metadata each call (one device-to-host copy when
     some of it is on the GPU; none when it is all on the host): engines should make one plan()
     per step and run it for every layer."""
+    _arrays.check_array(q, "q")
+    _arrays.check_array(kv_cache, "kv_cache")
     device = _arrays.device_of(q, "q")
     kv_format = _arrays.kv_dtype_of(kv_cache, kv_dtype)
     scale_array, scale_value = _split_scale(kv_scale)
@@ -181,6 +187,11 @@ def merge_state(v_a, s_a, v_b, s_b, v_merged=None, s_merged=None, stream=None, *
     """sgl_kernel.merge_state_v2: merges two attention results over disjoint KV ranges by their
     natural-log lse. v [..., D] bf16/fp16 (uint16 bits with dtype=), s = v.shape[:-1] float32.
     Returns (v, s); the outputs may alias the inputs exactly (in place), never in part."""
+    for name, x, writable in (("v_a", v_a, False), ("s_a", s_a, False), ("v_b", v_b, False),
+                              ("s_b", s_b, False), ("v_merged", v_merged, True),
+                              ("s_merged", s_merged, True)):
+        if x is not None:
+            _arrays.check_array(x, name, writable)
     # The dtype is settled here, before raw() turns ml_dtypes bfloat16 into uint16 bits.
     if dtype is not None:
         dtype = _arrays.dtype_name(None, dtype)

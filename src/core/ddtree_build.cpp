@@ -12,6 +12,9 @@
 namespace treeverify {
 namespace {
 
+// A log-probability as build_tree reads it: the rounding of log(1) above 0 is 0 (ddtree.h).
+float read_log_prob(float v) { return v > 0.f && v <= kLogProbRounding ? 0.f : v; }
+
 Status validate_draft(const DraftTopK& draft, int32_t budget) {
   TV_REQUIRE(budget >= 1 && budget <= kMaxDraftBudget, "budget", "budget = {}", budget);
   TV_REQUIRE(draft.depth >= 0, "depth", "L = {}", draft.depth);
@@ -28,13 +31,15 @@ Status validate_draft(const DraftTopK& draft, int32_t budget) {
     const int32_t* ids = &draft.token_ids[static_cast<size_t>(d) * draft.top_k];
     present.clear();
     for (int32_t c = 0; c < draft.top_k; ++c) {
-      const float v = lp[c];
+      const float given = lp[c], v = read_log_prob(given);
       // Scores may only fall along a path (log-probs <= 0); that is what makes a prefix at
       // least as probable as its extensions, so best-first pops parents before children.
-      TV_REQUIRE(v <= 0.f, "log_probs", "depth {} candidate {}: log-prob = {}", d + 1, c, v);
-      TV_REQUIRE(c == 0 || v <= lp[c - 1], "log_probs",
-                 "depth {} candidate {}: {} after {} (rows must be sorted descending)", d + 1, c, v,
-                 lp[c - 1]);
+      TV_REQUIRE(v <= 0.f, "log_probs",
+                 "depth {} candidate {}: log-prob = {} (positive past the rounding of 0, {})",
+                 d + 1, c, given, kLogProbRounding);
+      TV_REQUIRE(c == 0 || v <= read_log_prob(lp[c - 1]), "log_probs",
+                 "depth {} candidate {}: {} after {} (rows must be sorted descending)", d + 1, c,
+                 given, lp[c - 1]);
       if (v == -INFINITY) continue;
       TV_REQUIRE(ids[c] >= 0, "token_ids", "depth {} candidate {}: token id = {}", d + 1, c,
                  ids[c]);
@@ -86,7 +91,7 @@ class BestFirst {
 
  private:
   float log_prob(int32_t depth, int32_t index) const {
-    return draft_.log_probs[static_cast<size_t>(depth - 1) * draft_.top_k + index];
+    return read_log_prob(draft_.log_probs[static_cast<size_t>(depth - 1) * draft_.top_k + index]);
   }
   int32_t token(int32_t depth, int32_t index) const {
     return draft_.token_ids[static_cast<size_t>(depth - 1) * draft_.top_k + index];

@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/cuda_backend.h"
+#include "core/paging.h"
 #include "core/tree_checks.h"
 #include "treeverify/ddtree.h"
 #include "treeverify/tree.h"
@@ -62,9 +63,7 @@ Status validate_paths(std::span<const int32_t> qo_indptr, std::span<const int32_
 Status validate_tree_rows_unshared(const PagedKvCommit& args) {
   const int32_t page_size = args.page_size;
   const size_t batch = args.qo_indptr.size() - 1;
-  auto page_of = [&](size_t b, int32_t pos) {
-    return args.kv_page_indices[args.kv_page_indptr[b] + pos / page_size];
-  };
+  auto pages_of = [&](size_t b) { return args.kv_page_indices.data() + args.kv_page_indptr[b]; };
   struct TreeRow {
     int64_t row;  // page * page_size + offset in the page
     int32_t request, position;
@@ -73,9 +72,9 @@ Status validate_tree_rows_unshared(const PagedKvCommit& args) {
   tree_rows.reserve(args.parents.size());
   for (size_t b = 0; b < batch; ++b) {
     const int32_t prefix_len = args.kv_len[b] - (args.qo_indptr[b + 1] - args.qo_indptr[b]);
-    for (int32_t pos = prefix_len; pos < args.kv_len[b]; ++pos) {
-      tree_rows.push_back(
-          {int64_t{page_of(b, pos)} * page_size + pos % page_size, static_cast<int32_t>(b), pos});
+    for (int64_t pos = prefix_len; pos < args.kv_len[b]; ++pos) {
+      tree_rows.push_back({detail::paged_row(pages_of(b), page_size, pos), static_cast<int32_t>(b),
+                           static_cast<int32_t>(pos)});
     }
   }
   // Ties in request order, so a message names the two uses in a reproducible order.
@@ -90,21 +89,22 @@ Status validate_tree_rows_unshared(const PagedKvCommit& args) {
                x.request, x.position, y.request, y.position, x.row / page_size, x.row % page_size);
   }
   // Prefix rows page by page: the rows a request's prefix uses in one page are a run
-  // [page * page_size, + used), so one search per page finds a tree row among them.
+  // [row, row + count), so one search per page finds a tree row among them.
   for (size_t b = 0; b < batch; ++b) {
     const int32_t prefix_len = args.kv_len[b] - (args.qo_indptr[b + 1] - args.qo_indptr[b]);
-    for (int32_t first = 0; first < prefix_len; first += page_size) {
-      const int64_t begin = int64_t{page_of(b, first)} * page_size;
-      const int64_t end = begin + std::min(page_size, prefix_len - first);
-      const auto hit = std::lower_bound(tree_rows.begin(), tree_rows.end(), begin,
-                                        [](const TreeRow& x, int64_t row) { return x.row < row; });
-      const bool shared = hit != tree_rows.end() && hit->row < end;
-      TV_REQUIRE(!shared, "kv_page_indices",
-                 "request {} position {} (a tree row) is also request {} position {} (a prefix "
-                 "row): page {} row {}",
-                 hit->request, hit->position, b, first + (hit->row - begin), hit->row / page_size,
-                 hit->row % page_size);
-    }
+    TV_RETURN_IF_ERROR(detail::for_each_page_run(
+        pages_of(b), page_size, 0, prefix_len,
+        [&](int64_t first, int64_t count, int64_t row) -> Status {
+          const auto hit = std::lower_bound(tree_rows.begin(), tree_rows.end(), row,
+                                            [](const TreeRow& x, int64_t r) { return x.row < r; });
+          const bool shared = hit != tree_rows.end() && hit->row < row + count;
+          TV_REQUIRE(!shared, "kv_page_indices",
+                     "request {} position {} (a tree row) is also request {} position {} (a "
+                     "prefix row): page {} row {}",
+                     hit->request, hit->position, b, first + (hit->row - row), hit->row / page_size,
+                     hit->row % page_size);
+          return Status::Ok();
+        }));
   }
   return Status::Ok();
 }
@@ -128,7 +128,7 @@ Status validate_paged_commit(const PagedKvCommit& args, const AcceptedPaths& acc
                    static_cast<size_t>(page_end) <= args.kv_page_indices.size(),
                "kv_page_indptr", "request {}: pages [{}, {}) of {}", b, page_begin, page_end,
                args.kv_page_indices.size());
-    const int64_t pages_needed = (int64_t{args.kv_len[b]} + page_size - 1) / page_size;
+    const int64_t pages_needed = detail::pages_for(args.kv_len[b], page_size);
     TV_REQUIRE(page_end - page_begin >= pages_needed, "kv_page_indptr",
                "request {}: {} pages for kv_len {} at page_size {}", b, page_end - page_begin,
                args.kv_len[b], page_size);
@@ -239,8 +239,7 @@ Status commit_kv_paged(const PagedKvCommit& args, const AcceptedPaths& accepted,
     const int32_t start = accepted.indptr[b], path_len = accepted.indptr[b + 1] - start;
     const int32_t* pages = args.kv_page_indices.data() + args.kv_page_indptr[b];
     auto row = [&](int32_t pos) {
-      return pool + (static_cast<size_t>(pages[pos / page_size]) * page_size + pos % page_size) *
-                        row_bytes;
+      return pool + static_cast<size_t>(detail::paged_row(pages, page_size, pos)) * row_bytes;
     };
     for (int32_t k = 0; k < path_len; ++k) {
       const int32_t src = prefix_len + accepted.nodes[start + k], dst = prefix_len + k;

@@ -429,6 +429,8 @@ std::string KernelChoice::explain() const {
 Status select_kernel(const VerifyProblem& problem, const ProblemSummary& summary,
                      const PlanOptions& options, const PlanTuning& tuning, const Machine& machine,
                      KernelChoice* choice, bool fixed_variant) {
+  TV_REQUIRE(options.num_threads >= 0, "options.num_threads", "num_threads = {}",
+             options.num_threads);
   TV_REQUIRE(options.precision == Precision::kExact || options.precision == Precision::kFast,
              "options.precision", "unknown value {}", static_cast<int>(options.precision));
   TV_REQUIRE(options.precision == Precision::kExact || problem.kv_format == KvFormat::kE4M3,

@@ -49,8 +49,16 @@ Status reference_attention(const Plan& plan, const VerifyTensors& tensors, bool 
 // Backend kCpuReference: reference_attention rounded into out (dtype) and lse (fp32).
 Status cpu_reference_run(const Plan& plan, const VerifyTensors& tensors);
 // Backend kCpuFast: float32, multithreaded over requests, row blocks and KV splits, tile
-// products through BLAS.
+// products through BLAS, on cpu_threads(plan.options.num_threads) threads.
 Status cpu_fast_run(const Plan& plan, const VerifyTensors& tensors);
+
+// The one bound on CPU threads (PlanOptions::num_threads): the hardware threads this process
+// may run on (its CPU affinity; std::thread::hardware_concurrency() where that is unknown; at
+// least 1) for 0 and for any larger request, else `requested`. More threads than that only add
+// work items (the schedule cuts the KV into a few items per thread), their partial results and
+// thread stacks, and could not run at once anyway. requested >= 0 (plan() refuses a negative
+// count).
+int cpu_threads(int requested);
 
 // A graph plan on a CPU backend (treeverify/graph.h; host pointers and a host workspace):
 // the step's metadata checked and clamped into the workspace, and one layer run on it.

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/check.h"
+#include "core/paging.h"
 #include "core/strides.h"
 #include "treeverify/half.h"
 #include "treeverify/types.h"
@@ -33,19 +34,18 @@ inline RequestSpan request_span(const VerifyTensors& t, int32_t b) {
   return r;
 }
 
-// KV token `tok` of a request lives in row tok % page_size of page pages[tok / page_size].
+// KV token `tok` of a request lives in row tok % page_size of page pages[tok / page_size]
+// (core/paging.h).
 inline const uint16_t* kv_row(const VerifyTensors& t, int32_t page_size, const RequestSpan& r,
                               int64_t tok) {
-  const int64_t page = r.pages[tok / page_size];
   const auto* kv = static_cast<const uint16_t*>(t.kv_cache);
-  return kv + (page * page_size + tok % page_size) * kQKDim;
+  return kv + paged_row(r.pages, page_size, tok) * kQKDim;
 }
 // The same row of an e4m3 cache: 576 bytes.
 inline const uint8_t* kv_row_e4m3(const VerifyTensors& t, int32_t page_size, const RequestSpan& r,
                                   int64_t tok) {
-  const int64_t page = r.pages[tok / page_size];
   const auto* kv = static_cast<const uint8_t*>(t.kv_cache);
-  return kv + (page * page_size + tok % page_size) * kQKDim;
+  return kv + paged_row(r.pages, page_size, tok) * kQKDim;
 }
 
 // The first n values of KV token `tok` as T (float or double), dequantized: kv_scale times
@@ -85,7 +85,10 @@ inline Status check_host_inputs(const Plan& plan, const VerifyTensors& t, bool n
   if (need_out) TV_REQUIRE(t.out != nullptr, "out", "null");
   if (plan.kv_format == KvFormat::kE4M3) {
     TV_REQUIRE(t.kv_scale != nullptr, "kv_scale", "null with an e4m3 KV cache");
-    TV_REQUIRE(std::isfinite(*t.kv_scale), "kv_scale", "*kv_scale = {}", *t.kv_scale);
+    TV_REQUIRE(is_valid_kv_scale(*t.kv_scale), "kv_scale",
+               "*kv_scale = {}; {} x |kv_scale| (the largest value dequantized) must be a "
+               "finite float32: |kv_scale| <= {}",
+               *t.kv_scale, kMaxE4M3, kMaxKvScale);
   }
   return Status::Ok();
 }

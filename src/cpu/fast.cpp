@@ -3,6 +3,9 @@
 // rows are cut into blocks, each block's KV into chunks, and chunk partials are merged by lse,
 // so that a single long request still keeps every core busy.
 #include <cblas.h>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -44,11 +47,6 @@ struct Item {
   int32_t group, split;
   double cost;
 };
-
-int resolve_threads(const PlanOptions& options) {
-  if (options.num_threads > 0) return options.num_threads;
-  return std::max(1u, std::thread::hardware_concurrency());
-}
 
 // Runs f(thread, i) for i in [0, n) on up to `threads` threads, the caller being thread 0. If
 // the system refuses a thread, the ones that started (and the caller) do all the work.
@@ -130,9 +128,20 @@ void merge_partials(const Group& g, const std::vector<float>& po, const std::vec
 
 }  // namespace
 
+int cpu_threads(int requested) {
+  int hardware = 0;
+#if defined(__linux__)
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) hardware = CPU_COUNT(&set);
+#endif
+  if (hardware <= 0) hardware = static_cast<int>(std::thread::hardware_concurrency());
+  hardware = std::max(hardware, 1);
+  return requested > 0 ? std::min(requested, hardware) : hardware;
+}
+
 Status cpu_fast_run(const Plan& plan, const VerifyTensors& tensors) {
   TV_RETURN_IF_ERROR(check_host_inputs(plan, tensors, /*need_out=*/true));
-  const int threads = resolve_threads(plan.options);
+  const int threads = cpu_threads(plan.options.num_threads);
   // Our threads are the parallelism; OpenBLAS threads inside them would oversubscribe the
   // cores. OpenBLAS has only a process-wide count, so it is restored on every way out: the
   // rest of the process (numpy behind the Python package, say) keeps its own setting.

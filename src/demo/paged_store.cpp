@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/check.h"
+#include "core/paging.h"
 #include "demo/device_buffer.h"
 #include "demo/kv_store.h"
 #include "treeverify/types.h"
@@ -37,7 +38,7 @@ class PagedKvStore final : public KvStore {
       if (device_) TV_RETURN_IF_ERROR(upload(&d_kv_scale_, o.kv_scale));
     }
     const int32_t ps = o.page_size;
-    num_pages_ = (o.capacity + ps - 1) / ps + kSparePages;
+    num_pages_ = detail::pages_for(o.capacity, ps) + kSparePages;
     free_pages_.resize(num_pages_);
     std::iota(free_pages_.begin(), free_pages_.end(), 0);
     std::mt19937_64 rng(o.seed);
@@ -218,11 +219,11 @@ class PagedKvStore final : public KvStore {
 
  private:
   size_t row_index(int32_t pos) const {
-    return static_cast<size_t>(pages_[pos / o_.page_size]) * o_.page_size + pos % o_.page_size;
+    return static_cast<size_t>(detail::paged_row(pages_.data(), o_.page_size, pos));
   }
   // Holds exactly the pages that `rows` rows need, taking from or returning to the pool.
   Status resize_pages(int32_t rows) {
-    const size_t want = static_cast<size_t>((rows + o_.page_size - 1) / o_.page_size);
+    const size_t want = static_cast<size_t>(detail::pages_for(rows, o_.page_size));
     while (pages_.size() > want) {
       free_pages_.push_back(pages_.back());
       pages_.pop_back();

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/paging.h"
 #include "treeverify/half.h"
 
 namespace treeverify::testing {
@@ -174,7 +175,7 @@ HostCase make_case(const CaseSpec& spec) {
                                   ": need T >= 0, L >= 0 and L + T < 2^31");
     }
     total_q += T;
-    used_pages += (L + T + spec.page_size - 1) / spec.page_size;
+    used_pages += detail::pages_for(L + T, spec.page_size);
     if (total_q > kInt32Max || used_pages > kInt32Max) {
       throw std::invalid_argument(spec.name + ": total tree nodes or pages past 2^31");
     }

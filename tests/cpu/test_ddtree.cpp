@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -249,6 +250,39 @@ TEST(BuildTree, ValidationErrors) {
   bad.log_probs = {-1, -INFINITY, -1, -2};
   bad.token_ids = {1, 1, 3, 4};
   EXPECT_TRUE(build_tree(bad.view(), 4, &t).ok());
+}
+
+// A certain token's log-probability rounded just above 0 (float64 1.1e-16, or float32 log(1)
+// a few ulps up) is 0, not an error (issue 52): the tree is the one of exact zeros, scores
+// included. Past kLogProbRounding a positive value is still refused.
+TEST(BuildTree, RoundingOfLogOneIsZero) {
+  const Draft zeros{.depth = 2, .top_k = 2, .log_probs = {0, -1, 0, -2}, .token_ids = {1, 2, 3, 4}};
+  DraftTree want;
+  ASSERT_TRUE(build_tree(zeros.view(), 6, &want).ok());
+  for (float tiny : {1.1e-16f, 1e-7f, kLogProbRounding, std::numeric_limits<float>::denorm_min()}) {
+    // At the head of a row, and tied with a 0 before it (read as 0, the row stays sorted).
+    for (const std::vector<float>& lp :
+         {std::vector<float>{tiny, -1, tiny, -2}, std::vector<float>{0, -1, tiny, -2}}) {
+      Draft d = zeros;
+      d.log_probs = lp;
+      DraftTree t;
+      const Status s = build_tree(d.view(), 6, &t);
+      ASSERT_TRUE(s.ok()) << tiny << ": " << s.to_string();
+      EXPECT_EQ(t.parents, want.parents) << tiny;
+      EXPECT_EQ(t.tokens, want.tokens) << tiny;
+      EXPECT_EQ(t.scores, want.scores) << tiny;
+    }
+  }
+  Draft d = zeros;
+  d.log_probs = {0, -1, std::nextafter(kLogProbRounding, 1.f), -2};
+  DraftTree t;
+  const Status s = build_tree(d.view(), 6, &t);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("depth 2 candidate 0: log-prob = 9.536744e-07 (positive past"),
+            std::string::npos)
+      << s.message();
+  d.log_probs = {0, 1e-7f, -1, -2};  // 0 then a tiny positive: equal as read, sorted
+  EXPECT_TRUE(build_tree(d.view(), 6, &t).ok());
 }
 
 TEST(BuildTrees, BatchConcatenatesPerRequestTrees) {

@@ -2,7 +2,9 @@
 // equal 16-bit cache, cpu-fast against the oracle, and the new arguments' errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "cpu/cpu_backend.h"
@@ -171,6 +173,26 @@ TEST(E4M3, ScaleArgumentErrorsAreNamedAndWriteNothing) {
   const float nan_scale = NAN;
   t.kv_scale = &nan_scale;
   expect_error(c.problem(), t, "kv_scale");
+  // A scale whose products overflow float32 (issue 52: kv_scale = 1e37 gave NaN on cpu-fast
+  // and inf on cpu-reference), on both backends, with either sign; the largest allowed runs.
+  for (treeverify::Backend backend :
+       {treeverify::Backend::kCpuFast, treeverify::Backend::kCpuReference}) {
+    for (float scale : {1e37f, -1e37f, std::nextafter(treeverify::kMaxKvScale, INFINITY),
+                        std::numeric_limits<float>::max(), INFINITY}) {
+      t.kv_scale = &scale;
+      const Status s = treeverify::verify_cpu(c.problem(), t, {.backend = backend});
+      EXPECT_NE(s.to_string().find("argument 'kv_scale': *kv_scale = "), std::string::npos)
+          << scale << ": " << s.to_string();
+      EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint16_t v) { return v == 0x1234; }));
+    }
+    const float largest = treeverify::kMaxKvScale;
+    t.kv_scale = &largest;
+    EXPECT_TRUE(treeverify::verify_cpu(c.problem(), t, {.backend = backend}).ok());
+    std::fill(out.begin(), out.end(), 0x1234);
+    std::fill(lse.begin(), lse.end(), 7.f);
+  }
+  EXPECT_TRUE(std::isfinite(treeverify::kMaxE4M3 * treeverify::kMaxKvScale));  // the bound's own
+  t = c.tensors(out.data(), lse.data());
   // A scale with a 16-bit cache is a caller's mistake, not something to ignore.
   treeverify::VerifyTensors t16 = d.tensors(out.data(), lse.data());
   t16.kv_scale = &c.kv_scale;

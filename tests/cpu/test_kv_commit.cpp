@@ -1,5 +1,6 @@
 // KV commit on the host: in-place row moves in the paged cache against an out-of-place
 // reference, and the slot-list rewrite for page_size = 1. No row may be lost or duplicated.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -180,6 +181,88 @@ TEST(KvCommitPaged, SharedPrefixPagesAreAllowed) {
   ASSERT_TRUE(commit_kv_paged(pb.args(), pb.accepted, &new_kv_len).ok());
   EXPECT_TRUE(pb.cache == expected);
   EXPECT_EQ(new_kv_len, (std::vector<int32_t>{7, 7}));
+}
+
+// Lengths near 2^31 over a few pages (issue 52, defect 1): kv_len = 2^31 - 1 at page_size 128
+// needs 2^24 page-table entries but only two pool pages when the prefix shares page 0 and the
+// last entry, holding the tree rows, is page 1. The prefix-row walk of the tree-row check once
+// stepped `first += page_size` in int32 past the last page and read a page table entry at a
+// negative index (SIGSEGV). Valid input: the commit must succeed, and a shared row right at
+// the end must still be found, with positions near 2^31 in its message.
+struct NearInt32MaxBatch {
+  static constexpr int32_t kKvLen = INT32_MAX;
+  int32_t page_size;
+  std::vector<int32_t> qo_indptr{0, 3}, parents{-1, 0, 0}, kv_len{kKvLen}, indptr, indices;
+  std::vector<uint16_t> cache;
+  AcceptedPaths accepted{.indptr = {0, 2}, .nodes = {0, 2}, .bonus_tokens = {7}};
+
+  explicit NearInt32MaxBatch(int32_t ps) : page_size(ps) {
+    const int32_t pages = static_cast<int32_t>((int64_t{kKvLen} + ps - 1) / ps);
+    indptr = {0, pages};
+    indices.assign(pages, 0);
+    indices.back() = 1;
+    cache.resize(size_t{2} * ps * kQKDim);
+    std::iota(cache.begin(), cache.end(), uint16_t{0});
+  }
+  PagedKvCommit args() {
+    return {.page_size = page_size,
+            .kv_cache = cache,
+            .kv_page_indptr = indptr,
+            .kv_page_indices = indices,
+            .kv_len = kv_len,
+            .qo_indptr = qo_indptr,
+            .parents = parents};
+  }
+  // Offset in `cache` of the row holding position pos, which lies in the last page (page 1).
+  size_t last_page_row(int64_t pos) const {
+    return (size_t{1} * page_size + static_cast<size_t>(pos % page_size)) * kQKDim;
+  }
+};
+
+TEST(KvCommitPaged, LengthsNearInt32MaxOverFewPages) {
+  for (int32_t page_size : {128, 64}) {
+    SCOPED_TRACE(page_size);
+    NearInt32MaxBatch nb(page_size);
+    // Tree positions L .. L + 2 with L = 2^31 - 4; node 2 (position L + 2) moves to L + 1.
+    const int64_t L = int64_t{INT32_MAX} - 3;
+    std::vector<uint16_t> expected = nb.cache;
+    std::copy_n(nb.cache.begin() + nb.last_page_row(L + 2), kQKDim,
+                expected.begin() + nb.last_page_row(L + 1));
+    ASSERT_FALSE(expected == nb.cache);
+    std::vector<int32_t> new_kv_len;
+    const Status s = commit_kv_paged(nb.args(), nb.accepted, &new_kv_len);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(new_kv_len, std::vector<int32_t>{static_cast<int32_t>(L + 2)});
+    EXPECT_TRUE(nb.cache == expected);
+    // The device commit's host validation walks the same pages and accepts them too (it then
+    // answers kUnsupported without CUDA, or names the null device pointers with it).
+    const Status d = commit_kv_paged_cuda(nb.args(), nb.accepted,
+                                          PagedKvCommitDevice{.num_pages = 2}, &new_kv_len);
+    EXPECT_EQ(d.message().find("argument 'kv_"), std::string::npos) << d.to_string();
+  }
+}
+
+TEST(KvCommitPaged, SharedRowNearInt32MaxIsFound) {
+  for (int32_t page_size : {128, 64}) {
+    SCOPED_TRACE(page_size);
+    NearInt32MaxBatch nb(page_size);
+    // The entry before the last is page 1 too: its prefix rows include the tree rows.
+    const int64_t entries = static_cast<int64_t>(nb.indices.size());
+    nb.indices[entries - 2] = 1;
+    const int64_t L = int64_t{INT32_MAX} - 3;
+    const int64_t prefix_pos = (entries - 2) * page_size + L % page_size;
+    const std::string fragment = fmt::format(
+        "request 0 position {} (a tree row) is also request 0 position {} (a prefix row): page 1 "
+        "row {}",
+        L, prefix_pos, L % page_size);
+    const auto before = nb.cache;
+    std::vector<int32_t> new_kv_len = {-5};
+    const Status s = commit_kv_paged(nb.args(), nb.accepted, &new_kv_len);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find(fragment), std::string::npos) << s.message();
+    EXPECT_TRUE(nb.cache == before);
+    EXPECT_EQ(new_kv_len, std::vector<int32_t>{-5});
+  }
 }
 
 // ---- e4m3 caches: rows of 576 bytes ---------------------------------------------------------
