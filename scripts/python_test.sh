@@ -26,6 +26,16 @@ if ((${#need[@]})); then
   "$PYTHON" -m pip install --quiet --disable-pip-version-check "${need[@]}"
 fi
 
+# The SGLang plugin's tests (python/tests/test_sglang_plugin.py) need torch and sglang; they
+# skip, saying so, without them. TREEVERIFY_TEST_SGLANG=1 (CI sets it) installs the CPU set first:
+# sglang 0.5.17 and its import closure with --no-deps (scripts/sglang_cpu_requirements.txt: about
+# 1 GB of wheels, a minute).
+if [[ "${TREEVERIFY_TEST_SGLANG:-0}" == 1 ]]; then
+  echo "python_test: installing torch and sglang for the plugin's tests"
+  "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps \
+    -r scripts/sglang_cpu_requirements.txt
+fi
+
 gpu_arch=""
 if command -v nvidia-smi >/dev/null 2>&1; then
   gpu_arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ' || true)
