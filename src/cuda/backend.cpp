@@ -40,15 +40,15 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
   const WorkspaceLayout w = workspace_layout(plan);
   char* ws = static_cast<char*>(workspace);
   auto* mask = reinterpret_cast<uint32_t*>(ws);
+  auto* chunk_slot = reinterpret_cast<int32_t*>(ws + w.chunk_offset());
   void* part_out = ws + w.part_out_offset();
   auto* part_lse = reinterpret_cast<float*>(ws + w.part_lse_offset());
   const int32_t words = mask_words(plan.max_tree);
   const int64_t rows = static_cast<int64_t>(plan.total_q) * plan.num_heads;
   const int32_t max_rows = plan.max_tree * plan.num_heads;  // of the largest request
 
-  // Once per step: the index arrays' checks and the ancestor mask, the first time this plan
-  // runs on this workspace (step_data.h). One-node trees (decode) need no mask: the kernel
-  // never reads a node's own bit.
+  // Once per step: the index arrays' checks, the ancestor mask and the chunk length the kernels
+  // read, the first time this plan runs on this workspace (step_data.h).
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   unsigned long long capture_id = 0;
   if (cudaError_t err = cudaStreamGetCaptureInfo(stream, &capturing, &capture_id);
@@ -64,12 +64,12 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
     TV_RETURN_IF_ERROR(require_device_pointer(t.kv_page_indices, "kv_page_indices"));
     TV_RETURN_IF_ERROR(require_device_pointer(t.parents, "parents"));
     TV_RETURN_IF_ERROR(require_device_pointer(workspace, "workspace"));
-    if (plan.max_tree > 1) {
-      cuda::launch_build_tree_mask(t.qo_indptr, t.parents, plan.batch_size, plan.total_q, words,
-                                   mask, stream);
-      if (cudaError_t err = cudaGetLastError(); err != cudaSuccess)
-        return cuda_error("build_tree_mask launch", err);
-    }
+    // One-node trees (decode) need no mask: the kernel never reads a node's own bit.
+    cuda::launch_step_data(t.qo_indptr, t.parents, plan.batch_size, plan.total_q,
+                           plan.max_tree > 1 ? words : 0, mask, chunk_slot,
+                           plan.state.chunk_tokens, stream);
+    if (cudaError_t err = cudaGetLastError(); err != cudaSuccess)
+      return cuda_error("step data launch", err);
     // Recorded for plans without a mask too: their partials may overwrite another plan's.
     record_step_data(workspace, plan.state.id, arrays);
   }
@@ -97,9 +97,8 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .part_lse = part_lse,
       .num_heads = plan.num_heads,
       .page_shift = __builtin_ctz(static_cast<unsigned>(plan.page_size)),
-      .chunk_tokens = plan.state.chunk_tokens,
+      .chunk_tokens_at = chunk_slot,
       .num_chunks = plan.state.num_chunks,
-      .step_chunk_tokens = nullptr,  // a host plan's chunk length is chunk_tokens
       .one_request_nodes = one_request ? plan.total_q : 0,
       .one_request_kv_len = one_request ? static_cast<int32_t>(plan.max_kv_len) : 0,
       .total_rows = rows,

@@ -1,5 +1,5 @@
-// The workspace of a CUDA plan: the step's ancestor mask, then (split plans only) the
-// partial outputs and their lses. plan() sizes it, run() carves it.
+// The workspace of a CUDA plan: the step's ancestor mask and chunk length, then (split plans
+// only) the partial outputs and their lses. plan() sizes it, run() carves it.
 #pragma once
 
 #include <cstddef>
@@ -20,8 +20,9 @@ inline int32_t mask_words(int32_t max_tree) { return (max_tree + 31) / 32; }
 
 struct WorkspaceLayout {
   size_t mask_bytes = 0, part_out_bytes = 0, part_lse_bytes = 0;
-  size_t part_out_offset() const { return align_up(mask_bytes); }
-  size_t part_lse_offset() const { return align_up(mask_bytes) + align_up(part_out_bytes); }
+  size_t chunk_offset() const { return align_up(mask_bytes); }  // int32: the chunk length
+  size_t part_out_offset() const { return chunk_offset() + kWorkspaceAlign; }
+  size_t part_lse_offset() const { return part_out_offset() + align_up(part_out_bytes); }
   size_t total() const { return part_lse_offset() + part_lse_bytes; }
 };
 

@@ -11,10 +11,6 @@
 
 namespace treeverify::cuda {
 
-// The chunk length of this call: the plan's, or (graph plans) the step's from the workspace.
-__device__ __forceinline__ int chunk_tokens_of(const VerifyKernelParams& p) {
-  return p.step_chunk_tokens != nullptr ? __ldg(p.step_chunk_tokens) : p.chunk_tokens;
-}
 
 // What one CTA works on, fixed for its lifetime.
 struct CtaWork {
@@ -49,7 +45,7 @@ __device__ __forceinline__ bool cta_work(const VerifyKernelParams& p, CtaWork* w
   if (w->row0 >= w->rows_b) return false;
   const int kv_len = one ? p.one_request_kv_len : ld(p.kv_len, b);
   w->prefix = kv_len - nodes;
-  const int chunk = p.step_chunk_tokens != nullptr ? ld(p.step_chunk_tokens, 0) : p.chunk_tokens;
+  const int chunk = ld(p.chunk_tokens_at, 0);
   w->tok_begin = blockIdx.y * chunk;
   if (w->tok_begin >= kv_len) return false;
   w->tok_end = min(kv_len, w->tok_begin + chunk);

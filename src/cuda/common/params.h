@@ -33,12 +33,12 @@ struct VerifyKernelParams {
   float* part_lse;           // [num_chunks, total_q * H] fp32 (workspace), log2 units
   int32_t num_heads;
   int32_t page_shift;    // log2(page_size)
-  int32_t chunk_tokens;  // a multiple of the variant's kTokens (the wgmma kernel's 64-token
-                         // tiles: of 32 when forced; a chunk's last tile may be partial)
+  // [1] device memory: the call's chunk length, a multiple of the variant's kTokens (the
+  // wgmma kernel's 64-token tiles: of 32 when forced; a chunk's last tile may be partial).
+  // Written once a step: by a host plan's first run with the step's mask, by a graph plan's
+  // prepare_step for the step's lengths.
+  const int32_t* chunk_tokens_at;
   int32_t num_chunks;    // grid.y: the most chunks any request has
-  // Graph plans (treeverify/graph.h): the step's chunk length, which prepare_step writes into
-  // the workspace at every step, in place of chunk_tokens; null for host plans.
-  const int32_t* step_chunk_tokens;
   // Batch 1: the request's node count and kv_len, the plan's (the index arrays must hold the
   // values plan() was given, verify.h), so a CTA reads no metadata from memory before its
   // first copies; 0 for larger batches, which read qo_indptr, kv_len and kv_page_indptr.

@@ -114,9 +114,8 @@ Status cuda_graph_run(const GraphPlan& plan, const GraphLayer& layer, void* work
       .part_lse = at<float>(workspace, w.part_lse),
       .num_heads = g.num_heads,
       .page_shift = __builtin_ctz(static_cast<unsigned>(g.page_size)),
-      .chunk_tokens = st.tile_tokens,  // unused: the step's, below
+      .chunk_tokens_at = at<int32_t>(workspace, w.chunk),  // the step's (prepare_step)
       .num_chunks = st.chunk_cap,
-      .step_chunk_tokens = at<int32_t>(workspace, w.chunk),
       .one_request_nodes = 0,  // the lengths change between steps: always read
       .one_request_kv_len = 0,
       .total_rows = static_cast<int64_t>(total_q) * g.num_heads,
