@@ -11,7 +11,7 @@
 // 128 (one page for all entries, a few others or out of the pool, at times one entry short). Each
 // array is then allocated at exactly the length the contract makes a caller provide (the input's
 // length, grown to that when shorter), so ASan reports any read past it. PlanOptions:
-// cpu-reference, cpu-fast, auto, cuda-mma, an unknown value; num_threads 0..3, past the hardware's
+// cpu-reference, cpu, auto, cuda, an unknown value; num_threads 0..3, past the hardware's
 // (1000, 2^20, 2^31 - 1: capped) or negative (refused); round_p. For run(): q and the KV cache
 // (16-bit or e4m3 bytes) from the input, kv_scale (finite, NaN, inf, either side of
 // kMaxKvScale, or missing/extra).
@@ -19,10 +19,10 @@
 // Asserts:
 //  - plan() succeeds exactly when the problem meets verify.h's contract (checked independently
 //    below) and num_threads >= 0, with the expected code otherwise (kInvalidArgument;
-//    kUnsupported for cuda-mma in this CPU-only build); supports() returns the same code and
+//    kUnsupported for cuda in this CPU-only build); supports() returns the same code and
 //    message; errors are never kInternal and carry a message; a failed plan() leaves the Plan
 //    passed in unchanged; a successful one records the problem's shape and a CPU backend (auto
-//    means cpu-fast here).
+//    means cpu here).
 //  - when plan() succeeds and the problem is small (<= 2048 row x KV token pairs, <= 512 pool
 //    tokens), run() or verify_cpu() on q and kv from the input (values, layout strides of q
 //    and out: both given, the head stride only (token stride 0), the token stride only, or
@@ -85,11 +85,11 @@ int body(const uint8_t* data, size_t size) {
   FUZZ_CHECK(sp.code() == ss.code() && sp.message() == ss.message(), "plan: %s / supports: %s",
              sp.to_string().c_str(), ss.to_string().c_str());
   const bool cpu_backend = opt.backend == Backend::kCpuReference ||
-                           opt.backend == Backend::kCpuFast || opt.backend == Backend::kAuto;
+                           opt.backend == Backend::kCpu || opt.backend == Backend::kAuto;
   StatusCode expected = StatusCode::kOk;
   if (!valid || opt.num_threads < 0) {
     expected = StatusCode::kInvalidArgument;
-  } else if (opt.backend == Backend::kCudaMma) {
+  } else if (opt.backend == Backend::kCuda) {
     expected = StatusCode::kUnsupported;
   } else if (!cpu_backend) {
     expected = StatusCode::kInvalidArgument;
@@ -104,7 +104,7 @@ int body(const uint8_t* data, size_t size) {
     return 0;
   }
   tvfuzz::Stats::count(1);
-  const Backend want = opt.backend == Backend::kAuto ? Backend::kCpuFast : opt.backend;
+  const Backend want = opt.backend == Backend::kAuto ? Backend::kCpu : opt.backend;
   const int32_t total_q = B > 0 ? qo[B] : 0;
   FUZZ_CHECK(p.backend == want && p.batch_size == B && p.num_heads == prob.num_heads &&
                  p.page_size == prob.page_size && p.num_pages == prob.num_pages &&

@@ -192,14 +192,14 @@ bool decode_problem(Input& in, PlanInput* d) {
         break;
       case 1:
       case 4:
-        opt.backend = Backend::kCpuFast;
+        opt.backend = Backend::kCpu;
         break;
       case 2:
       case 5:
         opt.backend = Backend::kAuto;
         break;
       case 6:
-        opt.backend = Backend::kCudaMma;
+        opt.backend = Backend::kCuda;
         break;
       default:
         opt.backend = static_cast<Backend>(in.i32());

@@ -83,7 +83,7 @@ def plan_seeds():
     return {
         # cpu-reference, bf16, page 4, two requests
         "ref-bf16": plan_seed(2, 1, 2, 0, 0, s45, 0, 1, 0, 0, two),
-        # cpu-fast, fp16, padded q and out, round_p, 2 threads
+        # cpu, fp16, padded q and out, round_p, 2 threads
         "fast-fp16-strided": plan_seed(2, 2, 2, 1, 0, s45, 1, 2, 1 | 8 | 16, 0, two,
                                        strides=(1, 2, 2, 1)),
         # 3 heads, q and out given their head strides only (token strides 0: H head strides),
@@ -107,11 +107,11 @@ def plan_seeds():
         # an empty batch, and requests with no tree / no prefix
         "empty-batch": plan_seed(0, 0, 0, 0, 0, (10,), 0, 0, 0, 0, []),
         "no-tree": plan_seed(2, 0, 1, 0, 0, (10,), 1, 1, 0, 0, [(0, 4, 0, []), (1, 0, 0, [])]),
-        # invalid problems: a parent after its child; NaN softmax_scale; cuda-mma (unsupported)
+        # invalid problems: a parent after its child; NaN softmax_scale; cuda (unsupported)
         "bad-parent": plan_seed(2, 1, 2, 0, 0, s45, 0, 1, 0, 0, two,
                                 mutations=[(4, 1, 192, 7)]),
         "nan-scale": plan_seed(2, 1, 2, 0, 0, (230, 0), 0, 1, 0, 0, two),
-        "cuda-mma": plan_seed(2, 1, 2, 0, 0, s45, 6, 1, 0, 0, two),
+        "cuda": plan_seed(2, 1, 2, 0, 0, s45, 6, 1, 0, 0, two),
         # page 128, kv_len 2^31 - 1 over 2^24 entries of a one-page pool (valid: planned, not
         # run); then one entry short of it. Bytes after nulls 64: request, length pick, entry
         # count pick (exact, +1, -1), the page of every entry, overrides.

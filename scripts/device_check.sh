@@ -110,7 +110,7 @@ if ((do_bench)); then
     "e4m3-fast:--kv-format e4m3 --precision fast"; do
     echo "== bench ${c%%:*}: ${c#*:}" >>"$out/bench.txt"
     # shellcheck disable=SC2086  # the flags and the cases are word lists
-    log=$(timeout "$limit" "$tv" bench --backend cuda-mma ${c#*:} $cases 2>&1)
+    log=$(timeout "$limit" "$tv" bench --backend cuda ${c#*:} $cases 2>&1)
     rc=$?
     echo "$log" >>"$out/bench.txt"
     record "bench ${c%%:*}" $rc "$(grep -cE '^[A-Z][0-9]' <<<"$log") cases, $(grep -cE ' FAIL | ERROR ' <<<"$log") failed"

@@ -33,7 +33,7 @@ struct BenchFlags {
 // second, so a handful keeps a case under a minute.
 constexpr int kCudaIters = 30, kCudaWarmup = 5, kCpuIters = 5, kCpuWarmup = 1;
 
-bool is_cpu(Backend b) { return b == Backend::kCpuFast || b == Backend::kCpuReference; }
+bool is_cpu(Backend b) { return b == Backend::kCpu || b == Backend::kCpuReference; }
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -72,7 +72,7 @@ int bench_case(const SuiteCase& given, const PlanOptions& options, const PlanTun
     scale = *scale_flag;
   } else if (is_cpu(backend)) {
     scale = scale_for_budget(case_flops(given),
-                             backend == Backend::kCpuFast ? kCpuFastFlopBudget : kOracleFlopBudget);
+                             backend == Backend::kCpu ? kCpuFlopBudget : kOracleFlopBudget);
   }
   const SuiteCase c = scale < 1 ? scale_prefix(given, scale) : given;
   (*row)["case"] = c.name;
@@ -252,7 +252,7 @@ int run_bench(const BenchFlags& flags) {
     Status ps = plan_metadata(c, options, tuning, &p);
     backends.push_back(ps.ok() ? p.backend : Backend::kAuto);
     need_cpu |= ps.ok() && is_cpu(p.backend);
-    need_cuda |= ps.ok() && p.backend == Backend::kCudaMma;
+    need_cuda |= ps.ok() && p.backend == Backend::kCuda;
   }
   Ceilings cpu_ceil, gpu_ceil;
   nlohmann::json out;
@@ -303,7 +303,7 @@ int run_bench(const BenchFlags& flags) {
                format_lengths(cases[i].prefix_lens), cases[i].page_size,
                cases[i].tree_sizes.size());
     nlohmann::json row;
-    const Ceilings& ceil = backends[i] == Backend::kCudaMma ? gpu_ceil : cpu_ceil;
+    const Ceilings& ceil = backends[i] == Backend::kCuda ? gpu_ceil : cpu_ceil;
     PlanTuning case_tuning = tuning;
     case_tuning.chunk_tokens = run_chunks[i];
     const int rc =

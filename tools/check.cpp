@@ -60,7 +60,7 @@ int run_check(const CaseFlags& flags) {
           "(--scale-l 1 checks the full case)\n",
           format_lengths(r.checked_prefix));
     }
-    const bool round_p = r.plan.backend == Backend::kCudaMma || r.plan.options.round_p;
+    const bool round_p = r.plan.backend == Backend::kCuda || r.plan.options.round_p;
     fmt::print("  oracle: float64, {}\n", !round_p ? "P in full precision like the backend"
                                           : r.plan.precision == Precision::kFast
                                               ? "Q and P rounded to e4m3 like the fast kernel"

@@ -31,7 +31,7 @@ CLI::Validator seed_validator() {
 void add_planning_flags(CLI::App* app, CaseFlags* f) {
   app->add_option("--suite", f->suite_file, "suite JSON file instead of the built-in one")
       ->check(CLI::ExistingFile);
-  app->add_option("--backend", f->backend, "auto, cpu-reference, cpu-fast or cuda-mma")
+  app->add_option("--backend", f->backend, "auto, cpu-reference, cpu or cuda")
       ->capture_default_str();
   app->add_option("--kv-format,--kv-dtype", f->kv_format,
                   "KV cache of every case: same (the q dtype) or e4m3 (products as --precision "
@@ -243,7 +243,7 @@ Status check_case(const SuiteCase& c, const PlanOptions& options, const PlanTuni
   PlanTuning small_tuning = tuning;
   Plan full;
   const bool full_planned = timed != nullptr && plan_metadata(*timed, options, tuning, &full).ok();
-  if (full_planned && full.backend == Backend::kCudaMma && tuning.rows_per_cta == 0)
+  if (full_planned && full.backend == Backend::kCuda && tuning.rows_per_cta == 0)
     small_tuning.rows_per_cta = full.state.rows_per_cta;
   Plan p;
   TV_RETURN_IF_ERROR(plan(hc.problem(), options, small_tuning, &p));
@@ -257,7 +257,7 @@ Status check_case(const SuiteCase& c, const PlanOptions& options, const PlanTuni
   // GPU kernels round P to the input dtype before P.V; CPU backends do what round_p says. The
   // oracle takes the precision the checked plan computes (fast: Q and P rounded to e4m3 as
   // the fast kernels do), not the one asked: a fast request that ran exact is checked as exact.
-  const bool round_p = p.backend == Backend::kCudaMma || p.options.round_p;
+  const bool round_p = p.backend == Backend::kCuda || p.options.round_p;
   PlanOptions ref_options;
   ref_options.backend = Backend::kCpuReference;
   ref_options.precision = p.precision;

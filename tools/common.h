@@ -52,9 +52,9 @@ Status resolve_cases(const CaseFlags& flags, std::vector<SuiteCase>* cases);
 Status build_case(const SuiteCase& c, testing::HostCase* host_case);
 
 // Work budgets that keep a CPU run of each case well under a minute (the L scaling default):
-// cpu-fast reaches tens of GFLOP/s on a few cores (V1 at its full L, 51 GFLOP, takes ~1.6 s
+// cpu reaches tens of GFLOP/s on a few cores (V1 at its full L, 51 GFLOP, takes ~1.6 s
 // a call on 2 cores, so it runs unscaled), the float64 oracle about 1 GFLOP/s on one.
-inline constexpr double kCpuFastFlopBudget = 6e10;
+inline constexpr double kCpuFlopBudget = 6e10;
 inline constexpr double kOracleFlopBudget = 2e9;
 
 // The factor that brings `flops` under `budget` (1 when it already is).

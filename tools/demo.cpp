@@ -15,7 +15,7 @@ namespace treeverify::cli {
 namespace {
 
 struct DemoFlags {
-  std::string backend = "cpu-fast";
+  std::string backend = "cpu";
   std::string dtype = "bf16";
   std::string kv_format = "same";   // "same" (the dtype) or "e4m3"
   std::string precision = "exact";  // e4m3: "exact" or "fast"
@@ -110,7 +110,7 @@ void add_demo_command(CLI::App* app, int* exit_code) {
       "demo",
       "speculative decoding of a tiny MLA model with DDTree trees; exit 1 unless it "
       "reproduces plain greedy decoding exactly");
-  cmd->add_option("--backend", flags->backend, "cpu-fast, cpu-reference, cuda-mma or auto")
+  cmd->add_option("--backend", flags->backend, "cpu, cpu-reference, cuda or auto")
       ->capture_default_str();
   cmd->add_option("--tokens,--steps", o.tokens, "tokens to generate")->capture_default_str();
   cmd->add_option("--page-size", o.page_size, "KV page size (1: slot lists)")

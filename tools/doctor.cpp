@@ -104,8 +104,8 @@ int run_doctor(const DoctorFlags& flags) {
     fmt::print(stderr, "treeverify doctor: {}\n", s.to_string());
     return kExitError;
   }
-  std::vector<std::string> backends = {"cpu-reference", "cpu-fast"};
-  if (build.cuda_compiled) backends.push_back("cuda-mma");
+  std::vector<std::string> backends = {"cpu-reference", "cpu"};
+  if (build.cuda_compiled) backends.push_back("cuda");
   const unsigned threads = std::thread::hardware_concurrency();
   std::vector<int> compiled_fast;  // compiled architectures whose code has FP8 products
   for (int sm : build.cuda_archs)
@@ -236,7 +236,7 @@ int run_doctor(const DoctorFlags& flags) {
 
   if (devices.empty()) {
     fmt::print(
-        "GPU: none usable here{}\n  The CPU backends run everything (cpu-fast by default).\n\n",
+        "GPU: none usable here{}\n  The CPU backends run everything (cpu by default).\n\n",
         note.empty() ? "." : ": " + note);
   } else {
     fmt::print("GPUs:\n");

@@ -44,7 +44,7 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Each thread copies its own slice, the way cpu-fast's threads stream their own KV ranges;
+// Each thread copies its own slice, the way cpu's threads stream their own KV ranges;
 // a single-threaded memcpy would understate what the cores together can pull.
 double copy_bandwidth(int threads, size_t bytes, int reps) {
   std::vector<char> src(bytes), dst(bytes);
@@ -86,7 +86,7 @@ double sgemm_rate(int n, int reps) {
 }  // namespace
 
 Ceilings measure_cpu_ceilings(int num_threads, size_t copy_bytes, int gemm_n) {
-  const int threads = detail::cpu_threads(num_threads);  // the threads cpu-fast runs on
+  const int threads = detail::cpu_threads(num_threads);  // the threads cpu runs on
   Ceilings c;
   constexpr int kReps = 3;  // best of a few: a ceiling is the most the machine gave
   c.bandwidth = copy_bandwidth(threads, copy_bytes, kReps);

@@ -35,7 +35,7 @@ struct RooflinePoint {
 RooflinePoint roofline(double bytes, double flops, double seconds, const Ceilings& ceilings);
 
 // CPU ceilings: a multithreaded memcpy of `copy_bytes` per repetition (the best of a few) and
-// cblas_sgemm on n x n x n matrices (best of a few). cpu-fast computes in fp32 through the same
+// cblas_sgemm on n x n x n matrices (best of a few). cpu computes in fp32 through the same
 // BLAS, so sgemm is its MMA ceiling.
 Ceilings measure_cpu_ceilings(int num_threads, size_t copy_bytes = size_t{256} << 20,
                               int gemm_n = 2048);

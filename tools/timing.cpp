@@ -73,10 +73,10 @@ Status make_runner(const Plan& plan, const testing::HostCase& c, Flush flush,
                    std::unique_ptr<Runner>* runner) {
   switch (plan.backend) {
     case Backend::kCpuReference:
-    case Backend::kCpuFast:
+    case Backend::kCpu:
       *runner = std::make_unique<HostRunner>(plan, c);
       return Status::Ok();
-    case Backend::kCudaMma:
+    case Backend::kCuda:
       return make_cuda_runner(plan, c, flush, runner);
     case Backend::kAuto:
       break;

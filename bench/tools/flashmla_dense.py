@@ -12,7 +12,7 @@ Protocol (docs/BENCH.md): CUDA events around the call, median of --iters after 5
 emptied between calls by reading a buffer of 4x its size, as `treeverify bench --flush read`.
 Before timing, each case's call is checked on a copy with a shorter prefix against a float32
 PyTorch reference (relative Frobenius error of out under 1e-2), so a misused API cannot
-produce a time. With --treeverify BIN, `BIN bench --backend cuda-mma` runs the same cases after
+produce a time. With --treeverify BIN, `BIN bench --backend cuda` runs the same cases after
 it, in the same session, for the side-by-side table.
 
 Usage: python3 bench/tools/flashmla_dense.py --flashmla PATH [--build] [--cases V1,V2,V3,V4,D1,D2]
@@ -189,7 +189,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
     if args.treeverify:
-        subprocess.run([args.treeverify, "bench", "--backend", "cuda-mma", *args.cases.split(",")],
+        subprocess.run([args.treeverify, "bench", "--backend", "cuda", *args.cases.split(",")],
                        check=True)
 
 

@@ -14,7 +14,7 @@ export LD_LIBRARY_PATH=$PWD/.devpkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 bin=${TV_BIN:-.devpkg/bin/treeverify}
 ncu --clock-control none ${NCU_ARGS:-} --csv --print-units base --metrics gpu__time_duration.sum \
   --kernel-name regex:'verify|combine|tree_mask' \
-  "$bin" bench --backend cuda-mma --iters "${ITERS:-2}" --warmup "${WARMUP:-1}" "$@" 2>/dev/null |
+  "$bin" bench --backend cuda --iters "${ITERS:-2}" --warmup "${WARMUP:-1}" "$@" 2>/dev/null |
   python3 -c '
 import csv, sys
 rows = [r for r in csv.reader(l for l in sys.stdin if l.startswith("\""))]

@@ -19,5 +19,5 @@ metrics+="smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__warps_active
 metrics+="l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,sm__cycles_elapsed.avg,gpu__time_duration.sum,"
 metrics+="dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct"
 ncu --clock-control none --kernel-name regex:${KERNEL:-verify_mma} --launch-skip 2 --launch-count 1 \
-  --metrics "$metrics" .devpkg/bin/treeverify bench --backend cuda-mma --iters 1 --warmup 2 "$@" 2>&1 |
+  --metrics "$metrics" .devpkg/bin/treeverify bench --backend cuda --iters 1 --warmup 2 "$@" 2>&1 |
   grep -E "stalled|hmma|bank|inst_exec|lts__|issue_active|warps_active|wavefronts|cycles_elapsed|duration|dram__|verify_(mma|wgmma)_kernel<"

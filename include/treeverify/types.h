@@ -39,7 +39,7 @@ const char* kv_format_name(KvFormat format);
 // kv_scale of an e4m3 cache: finite, and small enough that every stored value dequantized
 // (at most kMaxE4M3 x |kv_scale|) is a finite float32. Past that the float32 backends read an
 // infinity where the float64 oracle reads a finite value, so they could not agree on a row
-// (cpu-fast gave NaN and cpu-reference inf for kv_scale = 1e37).
+// (cpu gave NaN and cpu-reference inf for kv_scale = 1e37).
 inline constexpr float kMaxE4M3 = 448.f;  // the largest finite e4m3 (OCP e4m3fn) value
 inline constexpr float kMaxKvScale = 3.40282347e38f / kMaxE4M3;  // FLT_MAX / 448, about 7.6e35
 inline constexpr bool is_valid_kv_scale(float kv_scale) {

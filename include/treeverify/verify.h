@@ -73,21 +73,25 @@ struct VerifyTensors {
   float* lse = nullptr;                      // [total_q, H] fp32, may be null
 };
 
+// Where a call runs: what a user chooses. Which kernel runs there is the plan's choice
+// (Plan::kernel, Plan::reason).
 enum class Backend : int32_t {
-  kAuto = 0,      // the fastest backend that supports the problem on this machine
+  kAuto = 0,      // the GPU when one is usable, else the CPU
   kCpuReference,  // exact oracle: float64 accumulation, plain loops, single thread
-  kCpuFast,       // float32, multithreaded, BLAS tile products: the fallback without a GPU
-  kCudaMma,       // portable tensor-core kernel (mma.sync), sm_80 .. sm_120
+  kCpu,           // float32, multithreaded, BLAS tile products: the fallback without a GPU
+  kCuda,          // the GPU: the portable mma.sync kernel (sm_80..sm_120) or, for requests of
+                  // more than 32 rows on sm_90a code, the wgmma kernel
 };
 
 const char* backend_name(Backend backend);
-// Parses "auto", "cpu-reference", "cpu-fast", "cuda-mma".
+// Parses "auto", "cpu-reference", "cpu", "cuda" (the older "cpu-fast" and "cuda-mma" are
+// refused with their new names).
 Status parse_backend(const std::string& name, Backend* backend);
 
 // What the products of a call on an e4m3 KV cache take (docs/DESIGN.md, "e4m3").
 enum class Precision : int32_t {
   // The cache is storage only: its values are widened exactly (every e4m3 value is an fp16
-  // value) and Q.K and P.V are fp16 products with fp32 accumulation on cuda-mma (Q brought to
+  // value) and Q.K and P.V are fp16 products with fp32 accumulation on cuda (Q brought to
   // fp16 by a power of two a row, exact down to 2^-38 of the row's largest value; P in fp16),
   // fp32/fp64 on the CPU backends; the only rounding beyond the 16-bit path's is the cache's
   // own. Every backend, every GPU.
@@ -110,7 +114,7 @@ Status parse_precision(const std::string& name, Precision* precision);
 struct PlanOptions {
   Backend backend = Backend::kAuto;
   int device = -1;      // CUDA device ordinal; -1 means the current device
-  // cpu-fast's threads: 0 means every hardware thread this process may run on (its CPU
+  // cpu's threads: 0 means every hardware thread this process may run on (its CPU
   // affinity), and so does any larger count (more threads than that would only cost memory and
   // time); negative is an error.
   int num_threads = 0;
@@ -150,7 +154,9 @@ struct PlanState {
 // The decision plan() took; pass it to run() for every layer of the step.
 struct Plan {
   Backend backend = Backend::kAuto;  // the backend chosen (never kAuto after a successful plan)
-  std::string kernel;                // the kernel chosen, e.g. "cuda-mma/bf16/r64-s4/sm90-config"
+  std::string kernel;                // what runs, e.g. "mma/bf16/r64-s4/sm90-table" (the portable
+                                     //   kernel, variant r64-s4 of the sm_90 tile table) or
+                                     //   "wgmma/bf16/r64-t64+tma/sm90a"
   std::string reason;                // one line: why this backend and kernel
   size_t workspace_bytes = 0;        // run() needs at least this much workspace
 

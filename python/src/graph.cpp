@@ -81,15 +81,15 @@ class PyGraphPlan {
       raise_value("precision", fmt::format("'{}' (expected 'exact' or 'fast')", precision));
     if (device_type == "cuda") {
       where_ = {nb::device::cuda::value, device_id};
-      if (options.backend == Backend::kAuto) options.backend = Backend::kCudaMma;
-      if (options.backend != Backend::kCudaMma)
+      if (options.backend == Backend::kAuto) options.backend = Backend::kCuda;
+      if (options.backend != Backend::kCuda)
         raise_value("backend",
                     fmt::format("'{}' runs on the CPU, but device is cuda:{}", backend, device_id));
       options.device = device_id;
     } else if (device_type == "cpu") {
-      if (options.backend == Backend::kAuto) options.backend = Backend::kCpuFast;
-      if (options.backend == Backend::kCudaMma)
-        raise_value("backend", "'cuda-mma' needs device='cuda'");
+      if (options.backend == Backend::kAuto) options.backend = Backend::kCpu;
+      if (options.backend == Backend::kCuda)
+        raise_value("backend", "'cuda' needs device='cuda'");
     } else {
       raise_value("device", fmt::format("'{}' (expected 'cpu' or 'cuda')", device_type));
     }

@@ -33,7 +33,7 @@ def test_encoding_round_trips():
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("page_size", [1, 16])
-@pytest.mark.parametrize("backend", ["cpu-fast", "cpu-reference"])
+@pytest.mark.parametrize("backend", ["cpu", "cpu-reference"])
 def test_matches_reference_on_the_dequantized_cache(dtype, page_size, backend):
     c = e4m3_case(page_size, dtype=dtype, page_size=page_size)
     assert c["kv_cache"].dtype == np.uint8
@@ -122,9 +122,9 @@ def test_missing_or_bad_scale(small):
     expect(small, TypeError, r"argument 'kv_scale': True", kv_scale=True)
 
 
-@pytest.mark.parametrize("backend", ["cpu-fast", "cpu-reference"])
+@pytest.mark.parametrize("backend", ["cpu", "cpu-reference"])
 def test_scale_whose_products_overflow_float32_is_refused(small, backend):
-    # Issue 52: kv_scale = 1e37 ran, cpu-fast giving NaN and cpu-reference inf. A scale is
+    # Issue 52: kv_scale = 1e37 ran, cpu giving NaN and cpu-reference inf. A scale is
     # refused once 448 x |kv_scale| (the largest value dequantized) is no finite float32, as a
     # float (checked by the binding, for plans on any device) and as an array (by the backend).
     for scale in (1e37, -1e37, 7.6e35):

@@ -93,8 +93,8 @@ def test_plan_errors(case):
         tv.plan(*meta, **dict(kw, dtype="fp8"))
     with pytest.raises(ValueError, match=r"unknown backend 'fast'"):
         tv.plan(*meta, **kw, backend="fast")
-    with pytest.raises(ValueError, match=r"argument 'backend': 'cpu-fast' runs on the CPU"):
-        tv.plan(*meta, **kw, device="cuda:0", backend="cpu-fast")
+    with pytest.raises(ValueError, match=r"argument 'backend': 'cpu' runs on the CPU"):
+        tv.plan(*meta, **kw, device="cuda:0", backend="cpu")
     p = tv.plan(*meta, **kw)
     with pytest.raises(ValueError, match=r"argument 'kv_cache': shape"):
         p.run(case["q"], case["kv_cache"][:1])
@@ -374,10 +374,10 @@ def test_num_threads_is_capped_and_negative_refused(case):
     # Issue 52: num_threads = 10000 ran for minutes in thread and buffer setup; any count past
     # the hardware's runs as the hardware's, bit for bit.
     args = (case["q"], case["kv_cache"], *(case[a] for a in ARGS), case["softmax_scale"])
-    want = tv.mla_verify(*args, dtype="bf16", backend="cpu-fast")
+    want = tv.mla_verify(*args, dtype="bf16", backend="cpu")
     for threads in (2**20, 2**31 - 1):
-        got = tv.mla_verify(*args, dtype="bf16", backend="cpu-fast", num_threads=threads)
+        got = tv.mla_verify(*args, dtype="bf16", backend="cpu", num_threads=threads)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
     with pytest.raises(ValueError, match=r"argument 'options.num_threads': num_threads = -1"):
-        tv.mla_verify(*args, dtype="bf16", backend="cpu-fast", num_threads=-1)
+        tv.mla_verify(*args, dtype="bf16", backend="cpu", num_threads=-1)

@@ -88,7 +88,7 @@ def test_explicit_stream_and_preallocated_outputs():
     p = tv.plan(*(c[k] for k in META), num_heads=8, page_size=1,
                 num_pages=c["kv_cache"].shape[0], dtype=torch.bfloat16,
                 softmax_scale=c["softmax_scale"], device="cuda")
-    assert p.backend == "cuda-mma" and p.device == "cuda:0"
+    assert p.backend == "cuda" and p.device == "cuda:0"
     out = torch.full((16, 8, 512), float("nan"), dtype=torch.bfloat16, device="cuda")
     lse = torch.empty(16, 8, device="cuda")
     side = torch.cuda.Stream()

@@ -142,10 +142,10 @@ def test_plan_is_one_object():
                 num_pages=case["kv_cache"].shape[0], dtype="bf16", softmax_scale=0.1)
     assert isinstance(p, tv.Plan) and isinstance(p, tv._ext.Plan)
     assert not hasattr(p, "__dict__") and not hasattr(p, "_plan")
-    assert (p.backend, p.device, p.total_q, p.num_heads, p.batch_size) == ("cpu-fast", "cpu", 3,
+    assert (p.backend, p.device, p.total_q, p.num_heads, p.batch_size) == ("cpu", "cpu", 3,
                                                                             1, 1)
     assert p.workspace_bytes >= 0 and p.kernel and p.reason
-    assert repr(p).startswith("treeverify.Plan(device=cpu, backend=cpu-fast")
+    assert repr(p).startswith("treeverify.Plan(device=cpu, backend=cpu")
 
 
 def test_cpu_torch_tensors_are_read_in_place():

@@ -42,7 +42,7 @@ def test_cpu_fast_runs_fast_requests_exact():
     c = case()
     exact = make_plan(c, kv_dtype="e4m3", kv_scale=0.0625)
     fast = make_plan(c, kv_dtype="e4m3", kv_scale=0.0625, precision="fast")
-    assert exact.backend == fast.backend == "cpu-fast"
+    assert exact.backend == fast.backend == "cpu"
     assert exact.precision == fast.precision == "exact"
     assert "computes exact" in fast.reason and "computes exact" not in exact.reason
     assert "precision=exact" in repr(fast)

@@ -16,7 +16,7 @@ def verify(case, **kw):
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("page_size", [1, 4, 64])
-@pytest.mark.parametrize("backend", ["cpu-fast", "cpu-reference"])
+@pytest.mark.parametrize("backend", ["cpu", "cpu-reference"])
 def test_matches_numpy_reference(dtype, page_size, backend):
     rng = np.random.default_rng(page_size)
     case = make_case(rng, prefix_lens=[0, 37, 130], tree_sizes=[5, 1, 12], num_heads=3,
@@ -30,7 +30,7 @@ def test_matches_numpy_reference(dtype, page_size, backend):
 def test_fast_matches_cpp_oracle():
     rng = np.random.default_rng(7)
     case = make_case(rng, prefix_lens=[200, 3], tree_sizes=[16, 9], num_heads=8, page_size=16)
-    fast = verify(case, backend="cpu-fast")
+    fast = verify(case, backend="cpu")
     oracle = verify(case, backend="cpu-reference")
     assert_close(fast[0], fast[1], to_float(oracle[0], "bf16").astype(np.float64),
                  oracle[1].astype(np.float64), "bf16")
@@ -42,7 +42,7 @@ def test_plan_once_run_per_layer():
     p = tv.plan(*(case[a] for a in ARGS), num_heads=2, page_size=8,
                 num_pages=case["kv_cache"].shape[0], dtype="bf16",
                 softmax_scale=case["softmax_scale"], device="cpu")
-    assert p.backend == "cpu-fast" and p.device == "cpu" and p.total_q == 10
+    assert p.backend == "cpu" and p.device == "cpu" and p.total_q == 10
     out = np.empty((10, 2, 512), np.uint16)
     lse = np.empty((10, 2), np.float32)
     for layer in range(3):  # fresh q and KV per layer, the same metadata

@@ -107,7 +107,7 @@ def plan(kv_page_indptr, kv_page_indices, kv_len, qo_indptr, parents, num_heads,
          precision="exact"):
     """Validates the step's metadata and chooses the kernel. dtype: 'bf16', 'fp16',
     torch.bfloat16, ... (q and out; the KV cache too unless kv_dtype says otherwise) device:
-    'cpu' (backend 'cpu-fast' or 'cpu-reference') or 'cuda[:N]' ('cuda-mma').
+    'cpu' (backend 'cpu' or 'cpu-reference') or 'cuda[:N]' ('cuda').
 
     kv_dtype='e4m3' (or torch.float8_e4m3fn): the KV cache is e4m3, rows of 576 bytes, real
     value = stored x kv_scale. kv_scale here is optional, a real number that every run uses

@@ -28,7 +28,7 @@ Status cuda_device_info(int, DeviceInfo*) { return Status(StatusCode::kUnsupport
 Status cuda_describe(int, Machine* machine, DeviceDescription*) {
   machine->device = nullptr;
   machine->no_device_code = StatusCode::kUnsupported;
-  machine->no_device = std::string("backend cuda-mma: ") + kNoCuda;
+  machine->no_device = std::string("backend cuda: ") + kNoCuda;
   return Status::Ok();
 }
 

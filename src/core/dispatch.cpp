@@ -24,7 +24,7 @@ Status plan(const VerifyProblem& problem, const PlanOptions& options, const Plan
   detail::Machine machine;
   detail::DeviceDescription device;
   machine.build = detail::this_build();
-  if (options.backend == Backend::kAuto || options.backend == Backend::kCudaMma)
+  if (options.backend == Backend::kAuto || options.backend == Backend::kCuda)
     TV_RETURN_IF_ERROR(detail::cuda_describe(options.device, &machine, &device));
   detail::KernelChoice choice;
   TV_RETURN_IF_ERROR(
@@ -47,7 +47,7 @@ Status plan(const VerifyProblem& problem, const PlanOptions& options, const Plan
   p.kernel = choice.name();
   p.reason = choice.explain();
   p.precision = choice.precision;
-  if (choice.backend == Backend::kCudaMma) {
+  if (choice.backend == Backend::kCuda) {
     p.device = device.info.ordinal;
     detail::PlanState& st = p.state;
     st.chunk_tokens = choice.schedule.chunk_tokens;
@@ -77,9 +77,9 @@ Status run(const Plan& plan, const VerifyTensors& tensors, void* workspace, size
   switch (plan.backend) {
     case Backend::kCpuReference:
       return detail::cpu_reference_run(plan, tensors);
-    case Backend::kCpuFast:
+    case Backend::kCpu:
       return detail::cpu_fast_run(plan, tensors);
-    case Backend::kCudaMma:
+    case Backend::kCuda:
       TV_REQUIRE(workspace_bytes >= plan.workspace_bytes, "workspace_bytes",
                  "{} bytes given, the plan needs {}", workspace_bytes, plan.workspace_bytes);
       TV_REQUIRE(workspace != nullptr || plan.workspace_bytes == 0, "workspace",
@@ -105,9 +105,9 @@ Status supports(const VerifyProblem& problem, const PlanOptions& options) {
 Status verify_cpu(const VerifyProblem& problem, const VerifyTensors& tensors,
                   const PlanOptions& options) {
   PlanOptions cpu_options = options;
-  if (cpu_options.backend == Backend::kAuto) cpu_options.backend = Backend::kCpuFast;
+  if (cpu_options.backend == Backend::kAuto) cpu_options.backend = Backend::kCpu;
   TV_REQUIRE(
-      cpu_options.backend == Backend::kCpuFast || cpu_options.backend == Backend::kCpuReference,
+      cpu_options.backend == Backend::kCpu || cpu_options.backend == Backend::kCpuReference,
       "options.backend", "{} is not a CPU backend", backend_name(cpu_options.backend));
   Plan p;
   TV_RETURN_IF_ERROR(plan(problem, cpu_options, &p));

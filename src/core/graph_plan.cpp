@@ -145,7 +145,7 @@ Status plan_graph(const GraphBounds& bounds, const PlanOptions& options, const P
   detail::Machine machine;
   detail::DeviceDescription device;
   machine.build = detail::this_build();
-  if (options.backend == Backend::kAuto || options.backend == Backend::kCudaMma)
+  if (options.backend == Backend::kAuto || options.backend == Backend::kCuda)
     TV_RETURN_IF_ERROR(detail::cuda_describe(options.device, &machine, &device));
   // The graph plan keeps its variant at every step: the table's for its rows, never a smaller
   // one for a short step (the split follows the step's lengths instead).
@@ -161,7 +161,7 @@ Status plan_graph(const GraphBounds& bounds, const PlanOptions& options, const P
   p.precision = choice.precision;
   detail::GraphPlanState& st = p.state;
   st.pages_per_lane = static_cast<int32_t>(detail::ceil_div(bounds.max_kv_len, bounds.page_size));
-  if (choice.backend != Backend::kCudaMma) {
+  if (choice.backend != Backend::kCuda) {
     p.reason = choice.explain_kernel() + "; graph plan: the step's metadata checked on the CPU";
   } else {
     p.device = device.info.ordinal;
@@ -214,8 +214,8 @@ Status plan_graph(const GraphBounds& bounds, const PlanOptions& options, GraphPl
 namespace {
 
 Status check_graph_plan(const GraphPlan& plan, const void* workspace, size_t workspace_bytes) {
-  TV_REQUIRE(plan.backend == Backend::kCpuReference || plan.backend == Backend::kCpuFast ||
-                 plan.backend == Backend::kCudaMma,
+  TV_REQUIRE(plan.backend == Backend::kCpuReference || plan.backend == Backend::kCpu ||
+                 plan.backend == Backend::kCuda,
              "plan", "not a plan returned by a successful plan_graph() call");
   TV_REQUIRE(workspace_bytes >= plan.workspace_bytes, "workspace_bytes",
              "{} bytes given, the plan needs {}", workspace_bytes, plan.workspace_bytes);
@@ -240,7 +240,7 @@ Status prepare_step(const GraphPlan& plan, const GraphStep& step, void* workspac
                  step.tree_mask != nullptr,
              "step.tree_mask", "null with a mask tree input");
   TV_REQUIRE(step.mask_bytes >= 0, "step.mask_bytes", "{}", step.mask_bytes);
-  if (plan.backend == Backend::kCudaMma)
+  if (plan.backend == Backend::kCuda)
     return detail::cuda_graph_prepare(plan, step, workspace, stream);
   detail::cpu_graph_prepare(plan, step, workspace);
   return Status::Ok();
@@ -250,7 +250,7 @@ Status run_layer(const GraphPlan& plan, const GraphLayer& layer, void* workspace
                  size_t workspace_bytes, void* stream) {
   TV_RETURN_IF_ERROR(check_graph_plan(plan, workspace, workspace_bytes));
   TV_REQUIRE(std::isfinite(layer.softmax_scale), "layer.softmax_scale", "{}", layer.softmax_scale);
-  if (plan.backend == Backend::kCudaMma)
+  if (plan.backend == Backend::kCuda)
     return detail::cuda_graph_run(plan, layer, workspace, stream);
   return detail::cpu_graph_run(plan, layer, workspace);
 }

@@ -127,7 +127,7 @@ std::string portable_fast_blocker(int sm, int config_arch, bool forced, VariantI
 // so when fast was asked.
 KernelChoice cpu_choice(const PlanOptions& options, std::string why) {
   KernelChoice c;
-  c.backend = Backend::kCpuFast;
+  c.backend = Backend::kCpu;
   c.family = KernelFamily::kCpu;
   c.precision = Precision::kExact;
   c.where = std::move(why);
@@ -280,7 +280,7 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
                   sched.max_row_blocks);
 
   KernelChoice c;
-  c.backend = Backend::kCudaMma;
+  c.backend = Backend::kCuda;
   c.family = f.wgmma ? KernelFamily::kWgmma : KernelFamily::kMma;
   c.dtype = problem.dtype;
   c.kv_format = problem.kv_format;
@@ -391,7 +391,7 @@ std::string KernelChoice::name() const {
     case KernelFamily::kCpuReference:
       return "cpu-reference/fp64";
     case KernelFamily::kCpu:
-      return "cpu-fast/fp32-blas";
+      return "cpu/fp32-blas";
     case KernelFamily::kMma:
     case KernelFamily::kWgmma:
       break;
@@ -402,8 +402,9 @@ std::string KernelChoice::name() const {
   const std::string data = fmt::format("{}{}{}", dtype_name(dtype), e4m3 ? "-e4m3kv" : "",
                                        precision == Precision::kFast ? "-fast" : "");
   if (family == KernelFamily::kWgmma)
-    return fmt::format("cuda-wgmma/{}/{}{}/sm90a", data, wgmma_name(), tma ? "+tma" : "");
-  return fmt::format("cuda-mma/{}/{}/sm{}-config", data, variant_name(variant), config_arch);
+    return fmt::format("wgmma/{}/r{}-t{}{}/sm90a", data, cuda::sm90::WgmmaTile::kRows,
+                       cuda::sm90::WgmmaTile::kTokens, tma ? "+tma" : "");
+  return fmt::format("mma/{}/{}/sm{}-table", data, variant_name(variant), config_arch);
 }
 
 std::string KernelChoice::explain_kernel() const {
@@ -445,10 +446,10 @@ Status select_kernel(const VerifyProblem& problem, const ProblemSummary& summary
     case Backend::kCpuReference:
       c = reference_choice(options);
       break;
-    case Backend::kCpuFast:
+    case Backend::kCpu:
       c = cpu_choice(options, "requested");
       break;
-    case Backend::kCudaMma:
+    case Backend::kCuda:
       if (machine.device == nullptr) return Status(machine.no_device_code, machine.no_device);
       TV_RETURN_IF_ERROR(select_cuda(problem, summary, options, tuning, *machine.device,
                                      machine.build, fixed_variant, &c));
@@ -543,7 +544,7 @@ Status select_for_rows(int rows, KvFormat kv_format, Precision precision, const 
                               .parents = parents.data()};
   ProblemSummary summary;
   TV_RETURN_IF_ERROR(validate_problem(problem, &summary));
-  const PlanOptions options{.backend = Backend::kCudaMma, .precision = precision};
+  const PlanOptions options{.backend = Backend::kCuda, .precision = precision};
   return select_kernel(problem, summary, options, tuning, machine, choice);
 }
 

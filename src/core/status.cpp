@@ -55,24 +55,28 @@ const char* backend_name(Backend backend) {
       return "auto";
     case Backend::kCpuReference:
       return "cpu-reference";
-    case Backend::kCpuFast:
-      return "cpu-fast";
-    case Backend::kCudaMma:
-      return "cuda-mma";
+    case Backend::kCpu:
+      return "cpu";
+    case Backend::kCuda:
+      return "cuda";
   }
   return "unknown backend";
 }
 
 Status parse_backend(const std::string& name, Backend* backend) {
-  for (Backend b : {Backend::kAuto, Backend::kCpuReference, Backend::kCpuFast, Backend::kCudaMma}) {
+  for (Backend b : {Backend::kAuto, Backend::kCpuReference, Backend::kCpu, Backend::kCuda}) {
     if (name == backend_name(b)) {
       *backend = b;
       return Status::Ok();
     }
   }
-  return Status(
-      StatusCode::kInvalidArgument,
-      "unknown backend '" + name + "' (expected auto, cpu-reference, cpu-fast or cuda-mma)");
+  // The names before 0.2 (one vocabulary since: the backend says what a user picks, the kernel
+  // name what runs): say what they are now rather than only refuse them.
+  const char* renamed = name == "cpu-fast" ? "cpu" : name == "cuda-mma" ? "cuda" : nullptr;
+  return Status(StatusCode::kInvalidArgument,
+                "unknown backend '" + name + "'" +
+                    (renamed ? std::string(": it is called '") + renamed + "' now" : "") +
+                    " (expected auto, cpu-reference, cpu or cuda)");
 }
 
 const char* precision_name(Precision precision) {

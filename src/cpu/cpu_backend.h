@@ -48,7 +48,7 @@ Status reference_attention(const Plan& plan, const VerifyTensors& tensors, bool 
 
 // Backend kCpuReference: reference_attention rounded into out (dtype) and lse (fp32).
 Status cpu_reference_run(const Plan& plan, const VerifyTensors& tensors);
-// Backend kCpuFast: float32, multithreaded over requests, row blocks and KV splits, tile
+// Backend kCpu: float32, multithreaded over requests, row blocks and KV splits, tile
 // products through BLAS, on cpu_threads(plan.options.num_threads) threads.
 Status cpu_fast_run(const Plan& plan, const VerifyTensors& tensors);
 

@@ -1,4 +1,4 @@
-// The CPU fast backend (kCpuFast), the fallback without a GPU: float32, BLAS tile products
+// The CPU fast backend (kCpu), the fallback without a GPU: float32, BLAS tile products
 // (fast_tile.cpp), and the split-KV schedule of the GPU kernels on std::threads: each request's
 // rows are cut into blocks, each block's KV into chunks, and chunk partials are merged by lse,
 // so that a single long request still keeps every core busy.
@@ -207,7 +207,7 @@ Status cpu_fast_run(const Plan& plan, const VerifyTensors& tensors) {
     pm.resize(partial_rows);
     pl.resize(partial_rows);
   } catch (const std::bad_alloc&) {
-    return Status(StatusCode::kInternal, "cpu-fast: out of host memory for the schedule");
+    return Status(StatusCode::kInternal, "cpu: out of host memory for the schedule");
   }
 
   // Nothing below allocates or fails, so the output is written only by a run that completes.

@@ -47,7 +47,7 @@ Status cuda_describe(int ordinal, Machine* machine, DeviceDescription* device) {
     machine->device = nullptr;
     machine->no_device_code = StatusCode::kNoDevice;
     machine->no_device =
-        "backend cuda-mma: no CUDA device found" + (note.empty() ? "" : " (" + note + ")");
+        "backend cuda: no CUDA device found" + (note.empty() ? "" : " (" + note + ")");
     return Status::Ok();
   }
   if (ordinal < 0) ordinal = cuda_current_device();

@@ -113,7 +113,7 @@ Status cuda_device_info(int ordinal, DeviceInfo* info) {
     const int count = cuda_device_count(&note);
     if (ordinal < 0 || ordinal >= count) {
       return Status(StatusCode::kNoDevice,
-                    fmt::format("backend cuda-mma: device {} does not exist ({} device(s) found{})",
+                    fmt::format("backend cuda: device {} does not exist ({} device(s) found{})",
                                 ordinal, count, note.empty() ? "" : "; " + note));
     }
     it = cache.emplace(ordinal, query_device(ordinal)).first;

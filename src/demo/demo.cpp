@@ -7,7 +7,7 @@
 // and the dense float64 loop, the values before rounding agree to ~1e-16 relative, so the bf16
 // outputs, and from them every hidden state, KV row and logit, are bit-identical: the tokens
 // then agree for any logits, exact ties included (argmax takes the lowest id). With the fp32
-// backends (cpu-fast, cuda-mma) the reduction order depends on the prefix length and on where
+// backends (cpu, cuda) the reduction order depends on the prefix length and on where
 // the tree rows sit, so an output can differ by one bf16 ulp and a logit by ~1e-4; an argmax
 // flips only if greedy's top-2 margin is below that. Rather than hide such a flip behind a
 // tolerance, the demo requires exact equality and reports, with the verdict, the largest logit

@@ -4,7 +4,7 @@
 //                build_tree makes a DDTree, the target verifies every node in one pass
 //                through treeverify (each layer: the nodes' KV written after the committed
 //                prefix, then plan/run), verify_greedy accepts a path, and commit_kv_paged
-//                (page_size > 1, commit_kv_paged_cuda on cuda-mma) or commit_slots
+//                (page_size > 1, commit_kv_paged_cuda on cuda) or commit_slots
 //                (page_size 1) makes the accepted rows the next prefix;
 //   greedy       plain decoding, one token per step, through treeverify with T = 1;
 //   dense        plain decoding with the dense float64 attention (kv_store.h), optional.
@@ -33,7 +33,7 @@ struct StepReport {
 };
 
 struct DemoOptions {
-  Backend backend = Backend::kCpuFast;  // of every verify call (drafter, target, greedy)
+  Backend backend = Backend::kCpu;  // of every verify call (drafter, target, greedy)
   int32_t tokens = 64;                  // tokens to generate after the prompt
   int32_t prompt_len = 8;               // random prompt tokens
   int32_t page_size = 16;               // a power of two in [1, 128]

@@ -1,4 +1,4 @@
-// A device allocation for the demo's cuda-mma path; in a build without CUDA every call
+// A device allocation for the demo's cuda path; in a build without CUDA every call
 // reports kUnsupported, so the demo says why instead of failing to link.
 #pragma once
 

@@ -4,7 +4,7 @@
 //   PagedKvStore  treeverify: paged cache (any page size, pages drawn from a shuffled pool so
 //                 the page table is not the identity), plan() once per forward pass and run()
 //                 per layer, commit_kv_paged / commit_kv_paged_cuda (page_size > 1) or
-//                 commit_slots (page_size 1). CPU backends use host memory; cuda-mma keeps
+//                 commit_slots (page_size 1). CPU backends use host memory; cuda keeps
 //                 the pools on the device and uploads q / downloads out per layer.
 //   DenseKvStore  a contiguous sequence per layer and a float64 attention loop written from
 //                 the definition: the independent path the treeverify paths are checked

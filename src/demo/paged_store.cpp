@@ -28,7 +28,7 @@ class PagedKvStore final : public KvStore {
  public:
   Status init(const StoreOptions& o) {
     o_ = o;
-    device_ = o.plan.backend == Backend::kCudaMma;
+    device_ = o.plan.backend == Backend::kCuda;
     e4m3_ = o.kv_format == KvFormat::kE4M3;
     row_bytes_ = kv_row_bytes(o.kv_format, o.dtype);
     if (e4m3_) {
@@ -205,7 +205,7 @@ class PagedKvStore final : public KvStore {
     std::string s =
         fmt::format("{} ({}), {} KV cache, precision {}", backend_name(plan_.backend), plan_.kernel,
                     e4m3_ ? "e4m3" : dtype_name(o_.dtype), precision_name(precision()));
-    // Fast asked and exact computed: the plan says why (cpu-fast, GPUs without FP8 products).
+    // Fast asked and exact computed: the plan says why (cpu, GPUs without FP8 products).
     if (precision() != o_.plan.precision) s += fmt::format(" ({})", plan_.reason);
     return s;
   }
@@ -244,11 +244,11 @@ class PagedKvStore final : public KvStore {
   std::vector<uint8_t> codes_;                               // e4m3: one layer's rows, quantized
   std::vector<std::vector<uint16_t>> host_pools_;            // per layer, CPU backends, 16-bit
   std::vector<std::vector<uint8_t>> host_pools8_;            // per layer, CPU backends, e4m3
-  std::vector<std::unique_ptr<DeviceBuffer>> device_pools_;  // per layer, cuda-mma
+  std::vector<std::unique_ptr<DeviceBuffer>> device_pools_;  // per layer, cuda
   std::vector<int32_t> free_pages_;  // the pool's free pages (slots for page_size 1)
   std::vector<int32_t> pages_;       // the request's pages in order
   int32_t length_ = 0;
-  // The open pass's metadata, on the host and (cuda-mma) on the device.
+  // The open pass's metadata, on the host and (cuda) on the device.
   std::vector<int32_t> parents_, qo_, kv_len_, page_indptr_;
   Plan plan_;
   DeviceBuffer d_qo_, d_kv_len_, d_page_indptr_, d_pages_, d_parents_, d_q_, d_out_, d_workspace_,

@@ -83,7 +83,7 @@ TEST(CliApp, CaseTooLargeForMemoryIsAnErrorWithItsCost) {
   limited.rlim_cur = std::min<rlim_t>(saved.rlim_max, rlim_t{64} << 30);
   ASSERT_EQ(setrlimit(RLIMIT_AS, &limited), 0);
   const std::vector<std::string> huge = {"--batch", "1000",     "--tree", "1024",      "--heads",
-                                         "128",     "--prefix", "1",      "--backend", "cpu-fast"};
+                                         "128",     "--prefix", "1",      "--backend", "cpu"};
   std::vector<std::string> check = {"check"}, bench = {"bench", "--iters", "1"};
   check.insert(check.end(), huge.begin(), huge.end());
   bench.insert(bench.end(), huge.begin(), huge.end());
@@ -106,7 +106,7 @@ TEST(CliApp, ImpossibleCaseIsRefusedNotPassedOnACopy) {
   for (const char* prefix : {"2147483647", "2147483644", "10000000000000"}) {
     for (std::vector<std::string> args :
          {std::vector<std::string>{"check"}, std::vector<std::string>{"bench", "--iters", "1"}}) {
-      args.insert(args.end(), {"--tree", "4", "--prefix", prefix, "--backend", "cpu-fast"});
+      args.insert(args.end(), {"--tree", "4", "--prefix", prefix, "--backend", "cpu"});
       const CliRun r = run_cli(args);
       EXPECT_EQ(r.code, kExitError) << args[0] << " " << prefix << "\n" << r.out << r.err;
       EXPECT_TRUE(has(r.err, "--tree/--prefix: request 0: prefix + tree = " + std::string(prefix) +

@@ -131,7 +131,7 @@ TEST(CliSuite, PrecisionFlag) {
 }
 
 // check_case's oracle takes the precision the checked plan computes: cpu-reference rounding
-// as the fast kernels do (round_p, fast) passes against it, and cpu-fast asked for fast runs,
+// as the fast kernels do (round_p, fast) passes against it, and cpu asked for fast runs,
 // and is checked, exact. An oracle left exact would be 5e-2 away from the first: FAIL.
 TEST(CliSuite, CheckRoundsTheOracleLikeThePlan) {
   const SuiteCase c{.name = "fast",
@@ -149,7 +149,7 @@ TEST(CliSuite, CheckRoundsTheOracleLikeThePlan) {
   EXPECT_EQ(r.plan.precision, Precision::kFast);
   EXPECT_TRUE(r.pass) << r.cmp.to_string();
   EXPECT_LT(r.cmp.out_rel_fro, 5e-3) << r.cmp.to_string();  // out's own 16-bit rounding
-  o.backend = Backend::kCpuFast;
+  o.backend = Backend::kCpu;
   o.round_p = false;
   ASSERT_TRUE(check_case(c, o, {}, 1e12, &r).ok());
   EXPECT_EQ(r.plan.precision, Precision::kExact);
@@ -167,7 +167,7 @@ TEST(CliSuite, AShortenedCheckRunsTheTimedKernel) {
                     .tree_sizes = {16},
                     .prefix_lens = {185000}};
   PlanOptions o;
-  o.backend = Backend::kCpuFast;
+  o.backend = Backend::kCpu;
   CheckResult r;
   ASSERT_TRUE(check_case(c, o, {}, 2e9, &r).ok());
   EXPECT_TRUE(r.reduced);
@@ -176,7 +176,7 @@ TEST(CliSuite, AShortenedCheckRunsTheTimedKernel) {
   const std::vector<DeviceInfo> devices = list_devices();
   if (devices.empty() || !devices[0].has_kernel_code)
     GTEST_SKIP() << "no GPU that runs this build's kernels: the CUDA half did not run";
-  o.backend = Backend::kCudaMma;
+  o.backend = Backend::kCuda;
   ASSERT_TRUE(check_case(c, o, {}, 2e9, &r).ok());
   EXPECT_TRUE(r.reduced);
   EXPECT_TRUE(r.pass) << r.cmp.to_string();
@@ -292,7 +292,7 @@ TEST(CliSuite, CaseLengthsBelow2To31) {
                 .tree_sizes = {4},
                 .prefix_lens = {2147483647}};
   PlanOptions o;
-  o.backend = Backend::kCpuFast;
+  o.backend = Backend::kCpu;
   const Status s = check_case(c, o, {}, kOracleFlopBudget, &r);
   EXPECT_NE(s.message().find("case huge: request 0: prefix + tree"), std::string::npos)
       << s.to_string();

@@ -45,7 +45,7 @@ TEST(Demo, ReferenceBackendIsBitExact) {
   }
 }
 
-// cpu-fast sums in fp32 in an order that depends on the prefix length, so logits differ by
+// cpu sums in fp32 in an order that depends on the prefix length, so logits differ by
 // rounding (~1e-3): tokens must still agree, unless greedy itself was at a near-tie, which
 // the report must show (margin at the mismatch within the measured logit noise).
 TEST(Demo, FastBackendMatchesGreedy) {
@@ -53,7 +53,7 @@ TEST(Demo, FastBackendMatchesGreedy) {
     for (uint64_t seed : {1, 2}) {
       SCOPED_TRACE(::testing::Message() << "page_size " << page_size << " seed " << seed);
       DemoReport r;
-      const Status s = run_demo(options(Backend::kCpuFast, page_size, seed), &r);
+      const Status s = run_demo(options(Backend::kCpu, page_size, seed), &r);
       ASSERT_TRUE(s.ok()) << s.to_string();
       if (!r.passed) {
         const double noise = std::max(r.max_logit_diff, r.max_logit_diff_dense);
@@ -98,10 +98,10 @@ TEST(Demo, E4m3CacheMatchesGreedy) {
     SCOPED_TRACE(::testing::Message() << "page_size " << page_size);
     const int32_t layers = DemoOptions{}.model.layers;
     DemoReport r;
-    // cpu-fast, exact: fp32 sums in a length-dependent order, as FastBackendMatchesGreedy; a
+    // cpu, exact: fp32 sums in a length-dependent order, as FastBackendMatchesGreedy; a
     // mismatch must be a near-tie.
     Status s =
-        run_demo(e4m3_options(Backend::kCpuFast, page_size, 1, Precision::kExact, false), &r);
+        run_demo(e4m3_options(Backend::kCpu, page_size, 1, Precision::kExact, false), &r);
     ASSERT_TRUE(s.ok()) << s.to_string();
     expect_e4m3_run(r, layers);
     if (!r.passed) {
@@ -148,7 +148,7 @@ TEST(Demo, E4m3CacheMatchesGreedy) {
 // Saturation is an error, not a silent clamp: a kv_scale that puts values past 448 x kv_scale
 // (the model's KV values reach ~5, so 1e-3 does) fails the first write.
 TEST(Demo, E4m3SaturationIsAnError) {
-  DemoOptions o = e4m3_options(Backend::kCpuFast, 16, 1, Precision::kExact, false);
+  DemoOptions o = e4m3_options(Backend::kCpu, 16, 1, Precision::kExact, false);
   o.kv_scale = 1e-3f;
   DemoReport r;
   const Status s = run_demo(o, &r);
@@ -182,15 +182,15 @@ TEST(Demo, BudgetExtremes) {
 }
 
 TEST(Demo, BadOptionsAreErrors) {
-  DemoOptions o = options(Backend::kCpuFast, 16, 1);
+  DemoOptions o = options(Backend::kCpu, 16, 1);
   o.draft_top_k = 100000;
   DemoReport r;
   EXPECT_FALSE(run_demo(o, &r).ok());
-  o = options(Backend::kCpuFast, 3, 1);
+  o = options(Backend::kCpu, 3, 1);
   EXPECT_FALSE(run_demo(o, &r).ok());
   // Each named in its error, before anything is allocated (the CLI crashed on these).
   auto expect_named = [&](const char* arg, auto&& mutate) {
-    DemoOptions bad = options(Backend::kCpuFast, 16, 1);
+    DemoOptions bad = options(Backend::kCpu, 16, 1);
     mutate(bad);
     const Status s = run_demo(bad, &r);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << arg;

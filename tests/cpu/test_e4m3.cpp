@@ -1,5 +1,5 @@
 // An e4m3 KV cache on the CPU backends: the conversions, the oracle against the oracle on an
-// equal 16-bit cache, cpu-fast against the oracle, and the new arguments' errors.
+// equal 16-bit cache, cpu against the oracle, and the new arguments' errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -119,7 +119,7 @@ TEST(E4M3, CpuFastMatchesTheOracle) {
         std::vector<uint16_t> out(c.out_elems(), 0x7fff);
         std::vector<float> lse(c.lse_elems(), NAN);
         PlanOptions o;
-        o.backend = Backend::kCpuFast;
+        o.backend = Backend::kCpu;
         o.num_threads = threads;
         const Status st = treeverify::verify_cpu(c.problem(), c.tensors(out.data(), lse.data()), o);
         ASSERT_TRUE(st.ok()) << st.to_string();
@@ -138,7 +138,7 @@ TEST(E4M3, NanCodeReachesOnlyTheRowsThatSeeIt) {
   c.parents = {-1, 0, 1, 1};
   HostCase b = c;
   b.kv8[token_offset(c, 0, 53) + 9] = 0x7f;
-  for (Backend backend : {Backend::kCpuReference, Backend::kCpuFast}) {
+  for (Backend backend : {Backend::kCpuReference, Backend::kCpu}) {
     std::vector<uint16_t> clean(c.out_elems()), bad(c.out_elems());
     std::vector<float> lse_clean(c.lse_elems()), lse_bad(c.lse_elems());
     PlanOptions o;
@@ -173,10 +173,10 @@ TEST(E4M3, ScaleArgumentErrorsAreNamedAndWriteNothing) {
   const float nan_scale = NAN;
   t.kv_scale = &nan_scale;
   expect_error(c.problem(), t, "kv_scale");
-  // A scale whose products overflow float32 (issue 52: kv_scale = 1e37 gave NaN on cpu-fast
+  // A scale whose products overflow float32 (issue 52: kv_scale = 1e37 gave NaN on cpu
   // and inf on cpu-reference), on both backends, with either sign; the largest allowed runs.
   for (treeverify::Backend backend :
-       {treeverify::Backend::kCpuFast, treeverify::Backend::kCpuReference}) {
+       {treeverify::Backend::kCpu, treeverify::Backend::kCpuReference}) {
     for (float scale : {1e37f, -1e37f, std::nextafter(treeverify::kMaxKvScale, INFINITY),
                         std::numeric_limits<float>::max(), INFINITY}) {
       t.kv_scale = &scale;

@@ -192,7 +192,7 @@ TEST(CpuFast, HeadStridesAloneMeanTokensOfHHeadStrides) {
       std::copy_n(&c.q[(row * heads + h) * treeverify::kQKDim], treeverify::kQKDim,
                   &q[(row * heads + h) * qsh]);
   for (treeverify::Backend backend :
-       {treeverify::Backend::kCpuFast, treeverify::Backend::kCpuReference}) {
+       {treeverify::Backend::kCpu, treeverify::Backend::kCpuReference}) {
     treeverify::Plan plan;
     ASSERT_TRUE(treeverify::plan(c.problem(), {.backend = backend, .num_threads = 2}, &plan).ok());
     std::vector<uint16_t> dense(c.out_elems()), out(total_q * heads * osh, 0x7e00);
@@ -224,7 +224,7 @@ TEST(CpuFast, DispatchRunsTheSameBackends) {
   spec.page_size = 16;
   const HostCase c = treeverify::testing::make_case(spec);
   for (treeverify::Backend backend :
-       {treeverify::Backend::kCpuFast, treeverify::Backend::kCpuReference}) {
+       {treeverify::Backend::kCpu, treeverify::Backend::kCpuReference}) {
     const PlanOptions options{.backend = backend, .num_threads = 2};
     treeverify::Plan plan;
     ASSERT_TRUE(treeverify::plan(c.problem(), options, &plan).ok());
@@ -233,7 +233,7 @@ TEST(CpuFast, DispatchRunsTheSameBackends) {
     ASSERT_TRUE(treeverify::run(plan, c.tensors(out.data(), lse.data()), nullptr, 0).ok());
     const auto t = c.tensors(direct.data(), direct_lse.data());
     const treeverify::Plan hand = tvtest::plan_for(c, options);
-    ASSERT_TRUE((backend == treeverify::Backend::kCpuFast
+    ASSERT_TRUE((backend == treeverify::Backend::kCpu
                      ? cpu_fast_run(hand, t)
                      : treeverify::detail::cpu_reference_run(hand, t))
                     .ok());
@@ -266,7 +266,7 @@ TEST(CpuFast, ThreadsAreCappedAtTheHardware) {
     out->assign(c.out_elems(), 0x7fff);
     lse->assign(c.lse_elems(), NAN);
     treeverify::Plan plan;
-    const PlanOptions options{.backend = treeverify::Backend::kCpuFast, .num_threads = threads};
+    const PlanOptions options{.backend = treeverify::Backend::kCpu, .num_threads = threads};
     ASSERT_TRUE(treeverify::plan(c.problem(), options, &plan).ok());
     ASSERT_TRUE(treeverify::run(plan, c.tensors(out->data(), lse->data()), nullptr, 0).ok());
   };
@@ -281,7 +281,7 @@ TEST(CpuFast, ThreadsAreCappedAtTheHardware) {
 
   treeverify::Plan plan;
   const treeverify::Status s = treeverify::plan(
-      c.problem(), {.backend = treeverify::Backend::kCpuFast, .num_threads = -1}, &plan);
+      c.problem(), {.backend = treeverify::Backend::kCpu, .num_threads = -1}, &plan);
   EXPECT_EQ(s.code(), treeverify::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("argument 'options.num_threads': num_threads = -1"), std::string::npos)
       << s.message();
@@ -311,7 +311,7 @@ TEST(CpuFast, DISABLED_Speed) {
   std::sort(ms.begin(), ms.end());
   const double kvl = c.kv_len[0], bytes = kvl * treeverify::kQKDim * 2;
   const double flops = 2.0 * 16 * 8 * kvl * (treeverify::kQKDim + kVDim);
-  std::printf("cpu-fast H=8 T=16 L=65536 page 64: median %.2f ms, %.2f GB/s, %.1f GFLOP/s\n", ms[2],
+  std::printf("cpu H=8 T=16 L=65536 page 64: median %.2f ms, %.2f GB/s, %.1f GFLOP/s\n", ms[2],
               bytes / ms[2] / 1e6, flops / ms[2] / 1e6);
 }
 

@@ -214,17 +214,17 @@ TEST(GraphPlan, ArgumentErrors) {
   GraphBounds b{.batch_size = 2, .tree_size = 4, .num_heads = 8, .page_size = 64,
                 .num_pages = 10, .max_kv_len = 3};
   GraphPlan gp;
-  Status s = plan_graph(b, {.backend = Backend::kCpuFast}, &gp);
+  Status s = plan_graph(b, {.backend = Backend::kCpu}, &gp);
   EXPECT_NE(s.message().find("bounds.max_kv_len"), std::string::npos) << s.message();
   b.max_kv_len = 600;
   b.page_table = PageTable::kRows;
   b.page_capacity = 4;
   b.table_stride = 9;  // 600 tokens need 10 pages
-  s = plan_graph(b, {.backend = Backend::kCpuFast}, &gp);
+  s = plan_graph(b, {.backend = Backend::kCpu}, &gp);
   EXPECT_NE(s.message().find("bounds.table_stride"), std::string::npos) << s.message();
   b.table_stride = 10;
   b.tree = TreeInput::kMask;
-  ASSERT_TRUE(plan_graph(b, {.backend = Backend::kCpuFast}, &gp).ok());
+  ASSERT_TRUE(plan_graph(b, {.backend = Backend::kCpu}, &gp).ok());
   std::vector<char> ws(gp.workspace_bytes);
   std::vector<int32_t> kv_len = {5, 5}, table(40, 0);
   GraphStep step{.kv_len = kv_len.data(), .kv_page_indices = table.data()};

@@ -1,5 +1,5 @@
 // The non-finite policy (verify.h) on the CPU backends: the oracle itself, exactly, and
-// cpu-reference and cpu-fast (one thread, and four: KV split into chunks and merged) through
+// cpu-reference and cpu (one thread, and four: KV split into chunks and merged) through
 // verify_cpu, against what the policy demands (nonfinite_cases.h).
 #include <gtest/gtest.h>
 
@@ -56,8 +56,8 @@ TEST(NonFinite, CpuBackendsFollowThePolicy) {
     double out_tol, lse_tol;
   };
   const Run runs[] = {{Backend::kCpuReference, 1, 1e-2, 1e-6},
-                      {Backend::kCpuFast, 1, 1e-2, 2e-5},
-                      {Backend::kCpuFast, 4, 1e-2, 2e-5}};
+                      {Backend::kCpu, 1, 1e-2, 2e-5},
+                      {Backend::kCpu, 4, 1e-2, 2e-5}};
   for (const Run& run : runs) {
     for (DType dtype : {DType::kBF16, DType::kFP16}) {
       for (int64_t prefix : kPrefixes) {

@@ -54,7 +54,7 @@ TEST(Precision, NamesRoundTripAndUnknownNamesAreErrors) {
 
 TEST(Precision, FastWithA16BitCacheIsAnArgumentError) {
   const HostCase c = small_case(KvFormat::kSameAsQ);
-  for (Backend b : {Backend::kAuto, Backend::kCpuReference, Backend::kCpuFast}) {
+  for (Backend b : {Backend::kAuto, Backend::kCpuReference, Backend::kCpu}) {
     PlanOptions o;
     o.backend = b;
     o.precision = Precision::kFast;
@@ -72,7 +72,7 @@ TEST(Precision, FastWithA16BitCacheIsAnArgumentError) {
 
 // PlanTuning's force_tma and disable_tma ask opposite things: plan() refuses the pair on every backend.
 TEST(Precision, ForceAndDisableTmaTogetherIsAnArgumentError) {
-  for (Backend b : {Backend::kAuto, Backend::kCpuReference, Backend::kCpuFast}) {
+  for (Backend b : {Backend::kAuto, Backend::kCpuReference, Backend::kCpu}) {
     PlanOptions o;
     o.backend = b;
     treeverify::PlanTuning t;
@@ -86,14 +86,14 @@ TEST(Precision, ForceAndDisableTmaTogetherIsAnArgumentError) {
   }
 }
 
-// cpu-fast has no FP8 products: fast asked, exact computed, and the reason says so. The
+// cpu has no FP8 products: fast asked, exact computed, and the reason says so. The
 // oracle takes the precision asked when round_p is on (it rounds by it), exact otherwise.
 TEST(Precision, CpuBackendsPlanTheirPrecision) {
   const HostCase c = small_case(KvFormat::kE4M3);
   for (Precision asked : {Precision::kExact, Precision::kFast}) {
     PlanOptions o;
     o.precision = asked;
-    o.backend = Backend::kCpuFast;
+    o.backend = Backend::kCpu;
     Plan p;
     ASSERT_TRUE(treeverify::plan(c.problem(), o, &p).ok());
     EXPECT_EQ(p.precision, Precision::kExact);
@@ -107,10 +107,10 @@ TEST(Precision, CpuBackendsPlanTheirPrecision) {
     ASSERT_TRUE(treeverify::plan(c.problem(), o, &p).ok());
     EXPECT_EQ(p.precision, asked);
     o.round_p = false;
-    // auto falls back to cpu-fast only on a machine without a usable GPU.
+    // auto falls back to cpu only on a machine without a usable GPU.
     o.backend = Backend::kAuto;
     ASSERT_TRUE(treeverify::plan(c.problem(), o, &p).ok());
-    if (p.backend == Backend::kCpuFast) {
+    if (p.backend == Backend::kCpu) {
       EXPECT_EQ(p.precision, Precision::kExact);
       EXPECT_EQ(p.reason.find("computes exact") != std::string::npos, asked == Precision::kFast)
           << p.reason;

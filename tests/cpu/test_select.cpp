@@ -55,40 +55,40 @@ const std::vector<Expected>& table() {
   static const std::vector<Expected> t = {
       // Decode of at most 16 rows: the 16-row variant; bulk copies on sm_90/100 for 16-bit
       // caches.
-      {80, &kDecode, "cuda-mma/bf16/r16-s2/sm80-config", {"no request has more than 16 rows"}},
-      {86, &kDecode, "cuda-mma/bf16/r16-s2/sm86-config", {}},
-      {89, &kDecode, "cuda-mma/bf16/r16-s2/sm89-config", {}},
-      {90, &kDecode, "cuda-mma/bf16/r16-s2-bulk/sm90-config", {"by bulk copies"}},
-      {100, &kDecode, "cuda-mma/bf16/r16-s2-bulk/sm100-config", {"by bulk copies"}},
-      {120, &kDecode, "cuda-mma/bf16/r16-s2/sm120-config", {}},
+      {80, &kDecode, "mma/bf16/r16-s2/sm80-table", {"no request has more than 16 rows"}},
+      {86, &kDecode, "mma/bf16/r16-s2/sm86-table", {}},
+      {89, &kDecode, "mma/bf16/r16-s2/sm89-table", {}},
+      {90, &kDecode, "mma/bf16/r16-s2-bulk/sm90-table", {"by bulk copies"}},
+      {100, &kDecode, "mma/bf16/r16-s2-bulk/sm100-table", {"by bulk copies"}},
+      {120, &kDecode, "mma/bf16/r16-s2/sm120-table", {}},
       // 32 rows: the 32-row variant with the stages each architecture's shared memory holds.
-      {80, &kTree32, "cuda-mma/bf16/r32-s3/sm80-config", {"no request has more than 32 rows"}},
-      {86, &kTree32, "cuda-mma/bf16/r32-s2/sm86-config", {}},
-      {90, &kTree32, "cuda-mma/bf16/r32-s4/sm90-config",
+      {80, &kTree32, "mma/bf16/r32-s3/sm80-table", {"no request has more than 32 rows"}},
+      {86, &kTree32, "mma/bf16/r32-s2/sm86-table", {}},
+      {90, &kTree32, "mma/bf16/r32-s4/sm90-table",
        {"wgmma: no request has more than 32 rows"}},
-      {120, &kTree32, "cuda-mma/bf16/r32-s2/sm120-config", {}},
+      {120, &kTree32, "mma/bf16/r32-s2/sm120-table", {}},
       // More than 32 rows: 64-row CTAs (16-token tiles in 99 KB), the wgmma kernel on sm_90a.
-      {80, &kTree128, "cuda-mma/bf16/r64-s3/sm80-config",
+      {80, &kTree128, "mma/bf16/r64-s3/sm80-table",
        {"requests have more than 32 rows", "in two halves"}},
-      {86, &kTree128, "cuda-mma/bf16/r64-s3-t16/sm86-config", {"16-token KV tiles"}},
-      {89, &kTree128, "cuda-mma/bf16/r64-s3-t16/sm89-config", {}},
-      {90, &kTree128, "cuda-wgmma/bf16/wgmma-r64-t64/sm90a", {"wgmma (sm_90a)"}},
-      {100, &kTree128, "cuda-mma/bf16/r64-s4/sm100-config", {"in two halves"}},
-      {120, &kTree128, "cuda-mma/bf16/r64-s3-t16/sm120-config", {}},
+      {86, &kTree128, "mma/bf16/r64-s3-t16/sm86-table", {"16-token KV tiles"}},
+      {89, &kTree128, "mma/bf16/r64-s3-t16/sm89-table", {}},
+      {90, &kTree128, "wgmma/bf16/r64-t64/sm90a", {"wgmma (sm_90a)"}},
+      {100, &kTree128, "mma/bf16/r64-s4/sm100-table", {"in two halves"}},
+      {120, &kTree128, "mma/bf16/r64-s3-t16/sm120-table", {}},
       // TMA tensor copies: the wgmma kernel, pages of 64 rows, more than 128 rows a request.
-      {90, &kTree256Page64, "cuda-wgmma/bf16/wgmma-r64-t64+tma/sm90a", {"TMA tensor copies"}},
+      {90, &kTree256Page64, "wgmma/bf16/r64-t64+tma/sm90a", {"TMA tensor copies"}},
       // e4m3 decode: r16-s2 everywhere (bulk copies lost on e4m3), exact products.
-      {90, &kE4M3Decode, "cuda-mma/bf16-e4m3kv/r16-s2/sm90-config", {"e4m3 widened to fp16"}},
-      {120, &kE4M3Decode, "cuda-mma/bf16-e4m3kv/r16-s2/sm120-config", {"e4m3 widened to fp16"}},
+      {90, &kE4M3Decode, "mma/bf16-e4m3kv/r16-s2/sm90-table", {"e4m3 widened to fp16"}},
+      {120, &kE4M3Decode, "mma/bf16-e4m3kv/r16-s2/sm120-table", {"e4m3 widened to fp16"}},
       // Fast mode: native on sm_89 and sm_120, e4m3 wgmma on sm_90a; exact elsewhere, saying why.
-      {89, &kE4M3Fast128, "cuda-mma/bf16-e4m3kv-fast/r64-s3-t16/sm89-config", {"e4m3 fast"}},
-      {120, &kE4M3Fast128, "cuda-mma/bf16-e4m3kv-fast/r64-s3-t16/sm120-config", {"e4m3 fast"}},
-      {90, &kE4M3Fast128, "cuda-wgmma/bf16-e4m3kv-fast/wgmma-r64-t64+tma/sm90a", {"e4m3 fast"}},
-      {80, &kE4M3Fast128, "cuda-mma/bf16-e4m3kv/r64-s3/sm80-config",
+      {89, &kE4M3Fast128, "mma/bf16-e4m3kv-fast/r64-s3-t16/sm89-table", {"e4m3 fast"}},
+      {120, &kE4M3Fast128, "mma/bf16-e4m3kv-fast/r64-s3-t16/sm120-table", {"e4m3 fast"}},
+      {90, &kE4M3Fast128, "wgmma/bf16-e4m3kv-fast/r64-t64+tma/sm90a", {"e4m3 fast"}},
+      {80, &kE4M3Fast128, "mma/bf16-e4m3kv/r64-s3/sm80-table",
        {"fast asked, run exact: sm_80 has no e4m3 mma"}},
-      {86, &kE4M3Fast128, "cuda-mma/bf16-e4m3kv/r64-s3-t16/sm86-config",
+      {86, &kE4M3Fast128, "mma/bf16-e4m3kv/r64-s3-t16/sm86-table",
        {"fast asked, run exact: sm_86 has no e4m3 mma"}},
-      {100, &kE4M3Fast128, "cuda-mma/bf16-e4m3kv/r64-s4/sm100-config",
+      {100, &kE4M3Fast128, "mma/bf16-e4m3kv/r64-s4/sm100-table",
        {"fast asked, run exact: sm_100's e4m3 mma.sync is not verified native"}},
   };
   return t;
@@ -139,7 +139,7 @@ TEST(Select, EveryReleaseArchitectureGetsItsTablesKernel) {
     KernelChoice c;
     const PlanOptions options{.precision = e.problem->precision};
     ASSERT_TRUE(choose(host, machine, options, {}, &c).ok());
-    EXPECT_EQ(c.backend, Backend::kCudaMma);
+    EXPECT_EQ(c.backend, Backend::kCuda);
     EXPECT_EQ(c.name(), e.kernel) << c.explain();
     const std::string reason = c.explain();
     EXPECT_NE(reason.find("an sm_" + std::to_string(e.arch) + " GPU"), std::string::npos) << reason;
@@ -178,7 +178,7 @@ TEST(Select, TuningForcesTablesAndRows) {
   const Metadata host = make(kTree128);
   KernelChoice c;
   ASSERT_TRUE(choose(host, machine, {}, {.rows_per_cta = 32}, &c).ok());
-  EXPECT_EQ(c.name(), "cuda-mma/bf16/r32-s4/sm90-config");
+  EXPECT_EQ(c.name(), "mma/bf16/r32-s4/sm90-table");
   EXPECT_NE(c.explain().find("32 rows a CTA forced"), std::string::npos) << c.explain();
   // The release build's sm_90 code holds no sm_120 variant (r64-s3-t16).
   const Status s = choose(host, machine, {}, {.config_arch = 120}, &c);
@@ -190,7 +190,7 @@ TEST(Select, TuningForcesTablesAndRows) {
   all.all_variants = true;
   const Machine dev_machine{.build = all, .device = &h200};
   ASSERT_TRUE(choose(host, dev_machine, {}, {.config_arch = 120}, &c).ok());
-  EXPECT_EQ(c.name(), "cuda-mma/bf16/r64-s3-t16/sm120-config");
+  EXPECT_EQ(c.name(), "mma/bf16/r64-s3-t16/sm120-table");
   EXPECT_EQ(choose(host, dev_machine, {}, {.chunk_tokens = 24}, &c).code(),
             StatusCode::kInvalidArgument);  // not whole 64-token tiles
 }
@@ -201,12 +201,12 @@ TEST(Select, NoGpuMeansTheCpuOnlyForAuto) {
   const Metadata host = make(kDecode);
   Machine none{.build = release_build(),
                .no_device_code = StatusCode::kNoDevice,
-               .no_device = "backend cuda-mma: no CUDA device found"};
+               .no_device = "backend cuda: no CUDA device found"};
   KernelChoice c;
   ASSERT_TRUE(choose(host, none, {}, {}, &c).ok());
-  EXPECT_EQ(c.backend, Backend::kCpuFast);
-  EXPECT_NE(c.explain().find("no GPU: backend cuda-mma: no CUDA device found"), std::string::npos);
-  EXPECT_EQ(choose(host, none, {.backend = Backend::kCudaMma}, {}, &c).code(),
+  EXPECT_EQ(c.backend, Backend::kCpu);
+  EXPECT_NE(c.explain().find("no GPU: backend cuda: no CUDA device found"), std::string::npos);
+  EXPECT_EQ(choose(host, none, {.backend = Backend::kCuda}, {}, &c).code(),
             StatusCode::kNoDevice);
   const DeviceDescription turing = described_device(75, release_build());
   const Machine old{.build = release_build(), .device = &turing};

@@ -98,7 +98,7 @@ TEST(VariantBuild, PlanNamesAForcedTableTheBuildLacks) {
     const detail::Machine machine{.build = detail::this_build(), .device = &device};
     for (const cuda::sm80::TileConfig& c : cuda::sm80::kTileConfigs) {
       for (int rows : {0, 16, 32, 64}) {
-        const PlanOptions o{.backend = Backend::kCudaMma};
+        const PlanOptions o{.backend = Backend::kCuda};
         const PlanTuning t{.config_arch = c.arch == code ? 0 : c.arch, .rows_per_cta = rows};
         detail::KernelChoice choice;
         const Status s = detail::select_kernel(host.problem(), summary, o, t, machine, &choice);

@@ -34,7 +34,7 @@ inline constexpr double kOutlierLseTol = 6.0;
 // Why the CUDA backend's plan for `host` under `o` (precision set to fast here) does not run
 // fast mode: the plan's error, or its reason line when it runs exact; empty when it runs fast.
 inline std::string fast_blocker(const HostCase& host, GpuOptions o) {
-  o.backend = Backend::kCudaMma;
+  o.backend = Backend::kCuda;
   o.precision = Precision::kFast;
   Plan p;
   const Status s = plan(host.problem(), o, o.tuning, &p);

@@ -164,11 +164,11 @@ struct GpuResult {
   std::vector<float> lse;
 };
 
-// Plans and runs `host` on cuda-mma with poisoned outputs; fails the test on any error.
+// Plans and runs `host` on cuda with poisoned outputs; fails the test on any error.
 inline GpuResult run_on_gpu(const HostCase& host, const GpuOptions& options) {
   GpuResult r;
   GpuOptions o = options;
-  o.backend = Backend::kCudaMma;
+  o.backend = Backend::kCuda;
   const Status ps = plan(host.problem(), o, o.tuning, &r.plan);
   EXPECT_TRUE(ps.ok()) << ps.to_string();
   if (!ps.ok()) return r;

@@ -1,4 +1,4 @@
-// The lossless demo on cuda-mma (issue 4 item 4 on the GPU): device KV pools, verify through
+// The lossless demo on cuda (issue 4 item 4 on the GPU): device KV pools, verify through
 // the portable kernel, and commit_kv_paged_cuda for page_size > 1.
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@ TEST(DemoGpu, MatchesGreedy) {
     for (int32_t page_size : treeverify::testing::tiered<int32_t>({1, 16, 64}, {1, 64})) {
       SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " page_size " << page_size);
       DemoOptions o;
-      o.backend = Backend::kCudaMma;
+      o.backend = Backend::kCuda;
       o.page_size = page_size;
       o.model.dtype = dtype;
       o.tokens = 64;
@@ -40,7 +40,7 @@ TEST(DemoGpu, MatchesGreedy) {
 // commit_kv_paged_cuda with kv_format e4m3. Precision fast runs the FP8 kernels on sm_89 and
 // sm_120, and on sm_90a for requests of more than 32 rows (wgmma), and exact elsewhere (the
 // backend line says which). Quantizing turns a one-ulp bf16
-// difference between the paths into a whole e4m3 step now and then (cpu-fast's logit
+// difference between the paths into a whole e4m3 step now and then (cpu's logit
 // differences grow from 7e-3 to 2e-2 on seed 1), and the fast kernels round P against running
 // maxima that depend on the tiling, so a mismatch is allowed where greedy's margin is within a
 // few times the measured logit noise; a wrong position, mask, scale or commit moves logits O(1).
@@ -52,7 +52,7 @@ TEST(DemoGpu, E4m3MatchesGreedy) {
       SCOPED_TRACE(::testing::Message()
                    << "e4m3 " << precision_name(precision) << " page_size " << page_size);
       DemoOptions o;
-      o.backend = Backend::kCudaMma;
+      o.backend = Backend::kCuda;
       o.page_size = page_size;
       o.kv_format = KvFormat::kE4M3;
       o.precision = precision;

@@ -1,4 +1,4 @@
-// cuda-mma with an e4m3 KV cache (exact mode: fp16 products, K and V widened in registers or,
+// cuda with an e4m3 KV cache (exact mode: fp16 products, K and V widened in registers or,
 // in the 64-row variants and the sm_90a wgmma kernel, in shared memory)
 // against the float64 oracle on the dequantized cache: every variant of the three tile
 // tables, both dtypes, page sizes 1 to 128, ragged batches, forced splits, the non-finite

@@ -1,4 +1,4 @@
-// cuda-mma's error paths and strided tensors: host memory, a missing configuration, a short
+// cuda's error paths and strided tensors: host memory, a missing configuration, a short
 // workspace, and q and out tensors with padded rows that must give the contiguous result.
 #include <cuda_runtime.h>
 
@@ -24,7 +24,7 @@ TEST(GpuErrors, HostMemoryIsAClearError) {
   const HostCase host = make_case(small_spec());
   Plan p;
   GpuOptions o;
-  o.backend = Backend::kCudaMma;
+  o.backend = Backend::kCuda;
   ASSERT_TRUE(plan(host.problem(), o, o.tuning, &p).ok());
   DeviceCase dev(host);
   dev.ensure_workspace(p.workspace_bytes);
@@ -47,7 +47,7 @@ TEST(GpuErrors, UnknownConfigurationAndShortWorkspace) {
   const HostCase host = make_case(small_spec());
   Plan p;
   GpuOptions o;
-  o.backend = Backend::kCudaMma;
+  o.backend = Backend::kCuda;
   o.tuning.config_arch = 75;  // no mma.sync bf16 there: no tile configuration
   const Status s = plan(host.problem(), o, o.tuning, &p);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.to_string();
@@ -70,7 +70,7 @@ TEST(GpuErrors, StridedOutputMatchesContiguous) {
   const GpuResult ref = run_on_gpu(host, {});
   Plan p;
   GpuOptions o;
-  o.backend = Backend::kCudaMma;
+  o.backend = Backend::kCuda;
   ASSERT_TRUE(plan(host.problem(), o, o.tuning, &p).ok());
   const int64_t heads = host.spec.num_heads, pad = 3, stride = (heads + pad) * kVDim;
   const size_t padded = static_cast<size_t>(host.total_q()) * stride;
@@ -107,7 +107,7 @@ TEST(GpuErrors, StridedQueryMatchesContiguous) {
       SCOPED_TRACE(spec.name);
       const HostCase host = make_case(spec);
       GpuOptions o;
-      o.backend = Backend::kCudaMma;
+      o.backend = Backend::kCuda;
       o.tuning.rows_per_cta = rows;
       o.tuning.chunk_tokens = chunk;
       const GpuResult ref = run_on_gpu(host, o);

@@ -1,4 +1,4 @@
-// cuda-mma with an e4m3 cache in fast mode (Precision::kFast: Q and P in e4m3, e4m3 products)
+// cuda with an e4m3 cache in fast mode (Precision::kFast: Q and P in e4m3, e4m3 products)
 // through the tables that run it (sm_120's and sm_89's, forced where the device is another;
 // on an H200 their e4m3 products are emulated, so this checks the code path, not its speed)
 // and through the device's own choice where it runs fast (on an H200 the wgmma kernel's e4m3

@@ -137,7 +137,7 @@ GpuResult run_graph(const HostCase& host, const GraphCase& g, const GpuOptions& 
                     uint32_t* flags) {
   GraphPlan plan;
   GpuOptions go = o;
-  go.backend = Backend::kCudaMma;
+  go.backend = Backend::kCuda;
   const Status ps = plan_graph(g.bounds, go, go.tuning, &plan);
   EXPECT_TRUE(ps.ok()) << ps.to_string();
   if (!ps.ok()) return {};
@@ -281,7 +281,7 @@ TEST(GraphGpu, ReplaysFollowChangingSteps) {
   const HostCase longest = step_case(1, {20000, 20000});
   const GraphCase gl = make_graph_case(longest, layout);
   GraphPlan plan;
-  ASSERT_TRUE(plan_graph(gl.bounds, {.backend = Backend::kCudaMma}, &plan).ok());
+  ASSERT_TRUE(plan_graph(gl.bounds, {.backend = Backend::kCuda}, &plan).ok());
   DeviceGraph d;
   make_device(longest, gl, plan, &d);
   cudaStream_t stream;

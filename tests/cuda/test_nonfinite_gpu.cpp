@@ -1,4 +1,4 @@
-// The non-finite policy (verify.h) on cuda-mma, against what it demands (nonfinite_cases.h):
+// The non-finite policy (verify.h) on cuda, against what it demands (nonfinite_cases.h):
 // 8, 32 and 64-row requests (every variant of the three tile tables, bulk copies included),
 // one pass and split KV (the combine), page sizes 1 and 64, both dtypes, and a tree inside one
 // KV tile or across two.

@@ -1,4 +1,4 @@
-// cuda-mma against the float64 oracle on fresh random inputs with poisoned outputs:
+// cuda against the float64 oracle on fresh random inputs with poisoned outputs:
 // tree shapes and sizes, page sizes, prefix lengths, heads, ragged batches, dtypes, strides,
 // and three tile tables (the device's own, and sm_80's and sm_120's, forced).
 #include <cuda_runtime.h>
@@ -338,7 +338,7 @@ TEST(GpuVerify, StepDataFollowsThePlan) {
   const HostCase a = make_case(spec("step A", 4, {40}, {900}, 16, TreeShape::kRandom));
   const HostCase b = make_case(spec("step B", 4, {40}, {900}, 16, TreeShape::kBushy));
   GpuOptions o;
-  o.backend = Backend::kCudaMma;
+  o.backend = Backend::kCuda;
   o.tuning.chunk_tokens = 256;  // split, so partials share the workspace with the mask
   Plan pa, pb;
   ASSERT_TRUE(plan(a.problem(), o, o.tuning, &pa).ok());
@@ -372,7 +372,7 @@ TEST(GpuVerify, GraphBringsItsOwnStepData) {
   const HostCase a = make_case(spec("graph A", 4, {40}, {900}, 16, TreeShape::kRandom));
   const HostCase b = make_case(spec("eager B", 4, {40}, {900}, 16, TreeShape::kBushy));
   GpuOptions o;
-  o.backend = Backend::kCudaMma;
+  o.backend = Backend::kCuda;
   o.tuning.chunk_tokens = 256;
   Plan pa, pb;
   ASSERT_TRUE(plan(a.problem(), o, o.tuning, &pa).ok());
