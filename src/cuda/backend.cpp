@@ -98,6 +98,7 @@ Status cuda_run(const Plan& plan, const VerifyTensors& t, void* workspace, size_
       .num_heads = plan.num_heads,
       .page_shift = __builtin_ctz(static_cast<unsigned>(plan.page_size)),
       .chunk_tokens_at = chunk_slot,
+      .one_request_chunk_tokens = one_request ? plan.state.chunk_tokens : 0,
       .num_chunks = plan.state.num_chunks,
       .one_request_nodes = one_request ? plan.total_q : 0,
       .one_request_kv_len = one_request ? static_cast<int32_t>(plan.max_kv_len) : 0,

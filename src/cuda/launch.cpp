@@ -67,6 +67,7 @@ Status launch_call(const CallShape& s, const cuda::VerifyKernelParams& kp, cudaS
       .max_rows = s.max_rows,
       .num_heads = kp.num_heads,
       .chunk_tokens_at = kp.chunk_tokens_at,
+      .one_request_chunk_tokens = kp.one_request_chunk_tokens,
       .num_chunks = kp.num_chunks,
       .total_rows = kp.total_rows,
       .one_request_nodes = kp.one_request_nodes,

@@ -40,6 +40,14 @@
 #define TV_HAS_CVT_E4M3 0
 #endif
 
+// mma.sync with e4m3 inputs as one native instruction (QMMA): sm_89 and sm_120/121; sm_90 and
+// sm_100 emulate it (config.h, native_fp8_mma).
+#if TV_HAS_MMA_E4M3 && (__CUDA_ARCH__ == 890 || __CUDA_ARCH__ == 1200 || __CUDA_ARCH__ == 1210)
+#define TV_HAS_NATIVE_MMA_E4M3 1
+#else
+#define TV_HAS_NATIVE_MMA_E4M3 0
+#endif
+
 // Warpgroup MMA (wgmma.mma_async) with its fences: code compiled for sm_90a only (PTX ISA:
 // "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"); sm_90 without the "a" and newer
 // architectures do not have it.

@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kCombineMaxWarps * 32) combine_kernel(const Co
   const bool one = p.one_request_kv_len > 0;  // batch 1: no metadata to read
   const int q0 = one ? 0 : __ldg(p.qo_indptr + b);
   const int rows_b = (one ? p.one_request_nodes : __ldg(p.qo_indptr + b + 1) - q0) * p.num_heads;
-  const int chunk = __ldg(p.chunk_tokens_at);
+  const int chunk = one ? p.one_request_chunk_tokens : __ldg(p.chunk_tokens_at);
   const int n = ((one ? p.one_request_kv_len : __ldg(p.kv_len + b)) + chunk - 1) / chunk;
   if (static_cast<int>(blockIdx.x) >= rows_b || n <= 1) return;
   const int64_t grow = static_cast<int64_t>(q0) * p.num_heads + blockIdx.x;

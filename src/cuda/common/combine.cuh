@@ -29,6 +29,7 @@ struct CombineParams {
   int32_t max_rows;  // T * H of the largest request
   int32_t num_heads;
   const int32_t* chunk_tokens_at;  // [1]: the call's chunk length (params.h)
+  int32_t one_request_chunk_tokens;  // batch 1 of a host plan: the same (params.h)
   int32_t num_chunks;  // the most chunks of any request
   int64_t total_rows;  // total_q * H
   // Batch 1: the request's node count and kv_len (the plan's), read from here instead of

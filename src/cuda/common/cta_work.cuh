@@ -26,7 +26,7 @@ struct CtaWork {
 // This CTA's work (grid: x row blocks, y chunks, z requests); false when it has none.
 // kReload: read the index arrays with volatile loads, which the compiler cannot merge with
 // the first call's: a value kept instead would stay live through the main loop.
-template <typename V, bool kReload = false>
+template <typename V, bool kReload = false, bool kChunkInMemory = false>
 __device__ __forceinline__ bool cta_work(const VerifyKernelParams& p, CtaWork* w) {
   auto ld = [](const int32_t* a, int i) {
     if constexpr (kReload)
@@ -45,7 +45,10 @@ __device__ __forceinline__ bool cta_work(const VerifyKernelParams& p, CtaWork* w
   if (w->row0 >= w->rows_b) return false;
   const int kv_len = one ? p.one_request_kv_len : ld(p.kv_len, b);
   w->prefix = kv_len - nodes;
-  const int chunk = ld(p.chunk_tokens_at, 0);
+  // Batch 1 of a host plan takes the chunk length from the parameters with the rest of its
+  // metadata; with kChunkInMemory (a kernel without a register to spare for that) and for
+  // graph plans (lengths that change) it is read from memory.
+  const int chunk = !kChunkInMemory && one ? p.one_request_chunk_tokens : ld(p.chunk_tokens_at, 0);
   w->tok_begin = blockIdx.y * chunk;
   if (w->tok_begin >= kv_len) return false;
   w->tok_end = min(kv_len, w->tok_begin + chunk);

@@ -38,6 +38,9 @@ struct VerifyKernelParams {
   // Written once a step: by a host plan's first run with the step's mask, by a graph plan's
   // prepare_step for the step's lengths.
   const int32_t* chunk_tokens_at;
+  // Batch 1 of a host plan: the same length, read from here with the request's metadata below
+  // (no load before the first copies).
+  int32_t one_request_chunk_tokens;
   int32_t num_chunks;    // grid.y: the most chunks any request has
   // Batch 1: the request's node count and kv_len, the plan's (the index arrays must hold the
   // values plan() was given, verify.h), so a CTA reads no metadata from memory before its

@@ -115,6 +115,7 @@ Status cuda_graph_run(const GraphPlan& plan, const GraphLayer& layer, void* work
       .num_heads = g.num_heads,
       .page_shift = __builtin_ctz(static_cast<unsigned>(g.page_size)),
       .chunk_tokens_at = at<int32_t>(workspace, w.chunk),  // the step's (prepare_step)
+      .one_request_chunk_tokens = 0,
       .num_chunks = st.chunk_cap,
       .one_request_nodes = 0,  // the lengths change between steps: always read
       .one_request_kv_len = 0,

@@ -159,7 +159,11 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   constexpr bool kE4M3Widen = kMode == KvMode::kE4M3 && !V::kE4M3InRegisters;
   using MmaT = std::conditional_t<kE4M3, __half, T>;  // the 16-bit products' type
   CtaWork w;
-  if (!cta_work<V>(p, &w)) return;
+  // Kernels with no register to spare for batch 1's chunk length in the parameters read it from
+  // memory: the two-halves 64-row variants, and fast mode where its e4m3 products are emulated
+  // (sm_90 code, run only with a forced table).
+  constexpr bool kChunkInMemory = V::kHalves || (kFast && !TV_HAS_NATIVE_MMA_E4M3);
+  if (!cta_work<V, false, kChunkInMemory>(p, &w)) return;
 
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t s_kv = smem_addr(smem);
