@@ -3,11 +3,10 @@
 Runs where sglang (>= 0.5.17) and torch import; skips, saying why, elsewhere. On a machine
 without a GPU the kits run on the CPU (device "cpu": the graph plan's CPU backend) with three
 stand-ins for SGLang's GPU-only parts, as SGLang's own CPU runs would need them: sgl_kernel
-stubbed (its ops library loads only with a GPU driver; nothing on this path calls it), the
-MLA pool's Triton KV write replaced by the same row written in torch, and the graph-verify
-kit's fixture built with contiguous pages (its eager leg rewrites prefix KV at contiguous
-slots). On a GPU nothing is replaced and the kits run on CUDA, against SGLang's triton backend
-too (scripts/device_check.sh --sglang).
+stubbed (its ops library loads only with a GPU driver; nothing on this path calls it) and the
+MLA pool's Triton KV write replaced by the same row written in torch. On a GPU nothing is
+replaced and the kits run on CUDA, against SGLang's triton backend too. Everywhere the
+graph-verify kit's fixture is built with contiguous pages (a quirk of the kit, below).
 """
 import functools
 import importlib
@@ -89,9 +88,11 @@ run_mla_attention_case = mla_attention.run_mla_attention_case
 from sglang.test.kits.attention_unittest.runner_modes.cuda_graph_decode_runner import (  # noqa: E402
     run_mla_cuda_graph_decode_case)
 
-if not CUDA:
-    kits.build_mla_attention_fixture = functools.partial(kits.build_mla_attention_fixture,
-                                                         loc_layout="contiguous")
+# The graph-verify kit's eager leg rewrites prefix KV at contiguous slots over a fixture built
+# with shuffled pages, so with more than one page a request (always at page 1) it fails for
+# any backend, triton included: build its fixture contiguous (SGLang's own tests use one page).
+kits.build_mla_attention_fixture = functools.partial(kits.build_mla_attention_fixture,
+                                                     loc_layout="contiguous")
 
 # DeepSeek's MLA row: 512 latent + 64 rope; the kits' own defaults are smaller.
 SHAPE = dict(kv_lora_rank=512, qk_rope_head_dim=64, hidden_size=1024, max_context_len=256,
