@@ -58,6 +58,9 @@ using tvfuzz::Input;
 
 constexpr int64_t kMaxWork = 2048;       // sum over requests of T_b * H * kv_len_b, for run()
 constexpr int64_t kMaxPoolTokens = 512;  // num_pages * page_size, for run()
+// Sum over requests of kv_len_b, for run(): check_run walks every request's tokens, and a request
+// with an empty tree adds no work but may still claim 2^31 tokens over a few reused pages.
+constexpr int64_t kMaxKvTokens = 4096;
 
 // Stats slots (TREEVERIFY_FUZZ_STATS=1): 0 inputs, 1 plan ok, 2 run() reached, 3 of them
 // e4m3, 4 invalid-tensors variants, 5 run() ok with non-finite rows checked, 6 run() reached
@@ -84,8 +87,8 @@ int body(const uint8_t* data, size_t size) {
   const Status ss = supports(prob, opt);
   FUZZ_CHECK(sp.code() == ss.code() && sp.message() == ss.message(), "plan: %s / supports: %s",
              sp.to_string().c_str(), ss.to_string().c_str());
-  const bool cpu_backend = opt.backend == Backend::kCpuReference ||
-                           opt.backend == Backend::kCpu || opt.backend == Backend::kAuto;
+  const bool cpu_backend = opt.backend == Backend::kCpuReference || opt.backend == Backend::kCpu ||
+                           opt.backend == Backend::kAuto;
   StatusCode expected = StatusCode::kOk;
   if (!valid || opt.num_threads < 0) {
     expected = StatusCode::kInvalidArgument;
@@ -113,10 +116,11 @@ int body(const uint8_t* data, size_t size) {
                  tvfuzz::same_bits(p.softmax_scale, prob.softmax_scale),
              "plan does not describe the problem: %s", fingerprint(p).c_str());
   int32_t max_tree = 0;
-  int64_t max_kv = 0, work = 0;
+  int64_t max_kv = 0, work = 0, kv_tokens = 0;
   for (int32_t b = 0; b < B; ++b) {
     max_tree = std::max(max_tree, qo[b + 1] - qo[b]);
     max_kv = std::max<int64_t>(max_kv, kv_len[b]);
+    kv_tokens += kv_len[b];
     work += int64_t{qo[b + 1] - qo[b]} * prob.num_heads * kv_len[b];
   }
   FUZZ_CHECK(p.max_tree == max_tree && p.max_kv_len == max_kv,
@@ -125,7 +129,7 @@ int body(const uint8_t* data, size_t size) {
 
   // ---- run, when small ---------------------------------------------------------------------
   const int64_t ps = prob.page_size;
-  if (prob.num_pages > kMaxPoolTokens / ps || work > kMaxWork) return 0;
+  if (prob.num_pages > kMaxPoolTokens / ps || work > kMaxWork || kv_tokens > kMaxKvTokens) return 0;
   tvfuzz::Stats::count(2);
   check_run(in, d, p);
   return 0;
