@@ -115,10 +115,13 @@ auditwheel show "$final" || { ((!repair)) || exit 1; }
 secs=$((SECONDS - start))
 size=$(stat -c %s "$final")
 name=$(basename "$final" .whl)
+desc="CUDA sm_${archs//;/ sm_}"
+[ "$archs" = release ] && desc="CUDA release: sm_$(sed -n 's/^set(TV_RELEASE_ARCHS "\(.*\)")$/\1/p' CMakeLists.txt | sed 's/;/ sm_/g')"
+((cpu_only)) && desc="CPU only"
 IFS=- read -r _ version python abi platform <<<"$name"
 echo
 echo "build_wheel: $final"
 printf 'build_wheel: version %s, tags %s-%s-%s, %s, %.1f MiB, built in %dm%02ds (%s jobs)\n' \
   "$version" "$python" "$abi" "$platform" \
-  "$( ((cpu_only)) && echo "CPU only" || echo "CUDA ${archs//;/ }")" \
+  "$desc" \
   "$(awk -v s="$size" 'BEGIN { print s / 1048576 }')" $((secs / 60)) $((secs % 60)) "${JOBS:-$(nproc)}"
