@@ -67,8 +67,11 @@ if not ok:
 EOF
 
 pip_flags=()
-if "$PYTHON" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) or sys.prefix != sys.base_prefix)'; then
-  echo "device_wheel_test: $PYTHON is marked externally managed: installing with --break-system-packages"
+managed='import os, sys, sysconfig
+marker = os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")
+sys.exit(not os.path.exists(marker) or sys.prefix != sys.base_prefix)'
+if "$PYTHON" -c "$managed"; then
+  echo "device_wheel_test: $PYTHON is externally managed: installing with --break-system-packages"
   pip_flags+=(--break-system-packages)
 fi
 
@@ -94,7 +97,8 @@ for mod in "${missing[@]}"; do
   esac
 done
 
-previous=$("$PYTHON" -c 'import importlib.metadata as m; d = m.distribution("treeverify"); print(d.version, d.locate_file(""))' 2>/dev/null || true)
+previous=$("$PYTHON" -c 'import importlib.metadata as m; d = m.distribution("treeverify")
+print(d.version, d.locate_file(""))' 2>/dev/null || true)
 [ -n "$previous" ] && echo "device_wheel_test: replacing the installed treeverify $previous"
 "$PYTHON" -m pip install --quiet "${pip_flags[@]}" --no-deps --no-index --force-reinstall "$wheel"
 
