@@ -19,8 +19,25 @@ void bind_system(nb::module_& m) {
     d["cuda_compiler_version"] = info.cuda_compiler_version;
     d["cuda_archs"] = info.cuda_archs;
     d["cuda_all_variants"] = info.cuda_all_variants;
+    d["cuda_e4m3_mma"] = info.cuda_e4m3_mma;
+    d["cuda_sm90a"] = info.cuda_sm90a;
     d["blas"] = info.blas;
     return d;
+  });
+  // What a GPU of each compiled architecture runs (the selection function's answer, no GPU
+  // needed), as `treeverify doctor` prints it; empty without the CUDA backend.
+  m.def("cuda_kernels_by_arch", [] {
+    nb::list out;
+    for (const treeverify::ArchKernels& k : treeverify::cuda_kernels_by_arch()) {
+      nb::dict d;
+      d["arch"] = k.arch;
+      d["up_to_16_rows"] = k.up_to_16_rows;
+      d["up_to_32_rows"] = k.up_to_32_rows;
+      d["more_rows"] = k.more_rows;
+      d["up_to_16_rows_e4m3"] = k.up_to_16_rows_e4m3;
+      out.append(d);
+    }
+    return out;
   });
   m.def("devices", [] {
     std::string note;

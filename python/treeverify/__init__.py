@@ -13,6 +13,7 @@ from ._tree import (AcceptedPaths, DraftTree, DraftTreeBatch, SlotCommit, build_
                     tree_positions, validate_trees, verify_greedy, verify_sampling)
 from ._graph import GraphPlan
 from ._verify import Plan, merge_state, mla_verify, plan
+from ._doctor import doctor
 
 LATENT_DIM = _ext.LATENT_DIM  # 512: width of V and out
 QK_DIM = _ext.QK_DIM          # 576: width of q and KV rows
@@ -31,9 +32,10 @@ def devices():
     return found
 
 
-__version__ = build_info()["version"]
+__version__ = build_info()["version"]  # the C++ library's: CMakeLists.txt's project(VERSION)
 __all__ = [
     "Error", "Plan", "plan", "GraphPlan", "mla_verify", "merge_state", "build_info", "devices",
+    "doctor",
     "build_tree", "build_trees", "verify_greedy", "verify_sampling", "commit_kv_paged",
     "commit_slots", "validate_trees", "tree_depths", "tree_positions", "build_ancestor_mask",
     "parents_from_custom_mask", "custom_mask_from_parents", "DraftTree", "DraftTreeBatch",
