@@ -22,6 +22,7 @@ constexpr int kMaxGridDim = 65535;  // grid.y and grid.z: chunks and requests
 // What the schedule and the reason need of one kernel on one device.
 struct Facts {
   int rows = 0, tokens = 0, smem = 0, ctas_per_sm = 0;
+  int cluster_ctas = 1;  // CTAs a row block (the pair variant: 2, one cluster)
   bool bulk = false, halves = false, wgmma = false;
   std::string name;
 };
@@ -36,6 +37,7 @@ Facts variant_facts(const DeviceDescription& d, VariantId v, DType dtype, KvMode
                  .tokens = V::kTokens,
                  .smem = V::kSmemBytes,
                  .ctas_per_sm = ctas,
+                 .cluster_ctas = V::kClusterCtas,
                  .bulk = V::kBulk,
                  .halves = V::kHalves,
                  .name = variant_name(v)};
@@ -62,7 +64,11 @@ Facts wgmma_facts(const DeviceDescription& d, DType dtype, KvMode mode) {
 // never the result.
 SplitCosts split_costs(const Facts& f, const DeviceInfo& device, bool e4m3, int token_bytes) {
   SplitCosts c;
-  c.token_ns = f.wgmma ? 37 : f.rows == 64 ? 62 : f.rows == 32 ? 39 : 60;
+  c.token_ns = f.wgmma                ? 37
+               : f.cluster_ctas > 1     ? 31
+               : f.rows == 64           ? 62
+               : f.rows == 32           ? 39
+                                        : 60;
   c.cta_ns = f.wgmma && !e4m3 ? 9500 : f.rows == 64 ? 12000 : 9500;
   c.combine_ns = 3000;
   c.token_bytes = token_bytes;
@@ -234,7 +240,7 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
     // kernel's last tile of a chunk may be part of one (its copies and softmax stop at the
     // chunk's end).
     in.tile_tokens = tuning.chunk_tokens > 0 ? table_facts.tokens : f.tokens;
-    in.concurrent_ctas = device.sm_count * f.ctas_per_sm;
+    in.concurrent_ctas = device.sm_count * f.ctas_per_sm / f.cluster_ctas;
     in.costs = split_costs(f, device, e4m3, kv_row_bytes(problem.kv_format, problem.dtype));
     in.forced_chunk_tokens = tuning.chunk_tokens;
     return problem.batch_size > 0 ? plan_split_schedule(in)
@@ -291,11 +297,12 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
   c.ctas_per_sm = f.ctas_per_sm;
   c.bulk = f.bulk;
   c.halves = f.halves;
+  c.pair = f.cluster_ctas > 1;
   c.mode = mode;
   c.precision = mode == KvMode::kE4M3Fast ? Precision::kFast : Precision::kExact;
   c.schedule = sched;
   c.costs = split_costs(f, device, e4m3, kv_row_bytes(problem.kv_format, problem.dtype));
-  c.concurrent_ctas = device.sm_count * f.ctas_per_sm;
+  c.concurrent_ctas = device.sm_count * f.ctas_per_sm / f.cluster_ctas;
   c.where = where;
   c.code_arch = code_arch;
   // The wgmma kernel's producer copies a whole 64-token tile inside one page by TMA tensor
@@ -377,7 +384,9 @@ BuildDescription this_build() {
 std::string variant_name(VariantId v) {
   return cuda::sm80::with_variant(v, [&]<typename V>(V) {
     const std::string tokens = V::kTokens != 32 ? fmt::format("-t{}", V::kTokens) : "";
-    return fmt::format("r{}-s{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "");
+    const std::string pair = V::kClusterCtas > 1 ? fmt::format("-c{}", V::kClusterCtas) : "";
+    return fmt::format("r{}-s{}{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "",
+                       pair);
   });
 }
 
@@ -411,7 +420,10 @@ std::string KernelChoice::explain_kernel() const {
   if (family != KernelFamily::kMma && family != KernelFamily::kWgmma) return where;
   return fmt::format("{} runs sm_{} code; {} rows a CTA ({}){}{}, {}-token KV tiles{}{}", where,
                      code_arch, rows_per_cta, why_rows, why_family,
-                     halves ? " in two halves, one's softmax beside the other's products" : "",
+                     halves  ? " in two halves, one's softmax beside the other's products"
+                     : pair ? ", a pair of CTAs (one cluster) a row block, each over half of "
+                              "every KV row"
+                            : "",
                      tile_tokens, why_copies, why_precision);
 }
 

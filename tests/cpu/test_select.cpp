@@ -74,7 +74,7 @@ const std::vector<Expected>& table() {
       {89, &kTree128, "mma/bf16/r64-s3-t16/sm89-table", {}},
       {90, &kTree128, "wgmma/bf16/r64-t64/sm90a", {"wgmma (sm_90a)"}},
       {100, &kTree128, "mma/bf16/r64-s4/sm100-table", {"in two halves"}},
-      {120, &kTree128, "mma/bf16/r64-s3-t16/sm120-table", {}},
+      {120, &kTree128, "mma/bf16/r64-s3-c2/sm120-table", {"a pair of CTAs (one cluster)"}},
       // TMA tensor copies: the wgmma kernel, pages of 64 rows, more than 128 rows a request.
       {90, &kTree256Page64, "wgmma/bf16/r64-t64+tma/sm90a", {"TMA tensor copies"}},
       // e4m3 decode: r16-s2 everywhere (bulk copies lost on e4m3), exact products.
@@ -180,7 +180,7 @@ TEST(Select, TuningForcesTablesAndRows) {
   ASSERT_TRUE(choose(host, machine, {}, {.rows_per_cta = 32}, &c).ok());
   EXPECT_EQ(c.name(), "mma/bf16/r32-s4/sm90-table");
   EXPECT_NE(c.explain().find("32 rows a CTA forced"), std::string::npos) << c.explain();
-  // The release build's sm_90 code holds no sm_120 variant (r64-s3-t16).
+  // The release build's sm_90 code holds no sm_120 variant (r64-s3-c2).
   const Status s = choose(host, machine, {}, {.config_arch = 120}, &c);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
   EXPECT_NE(s.message().find("argument 'tuning.config_arch'"), std::string::npos) << s.message();
@@ -190,7 +190,7 @@ TEST(Select, TuningForcesTablesAndRows) {
   all.all_variants = true;
   const Machine dev_machine{.build = all, .device = &h200};
   ASSERT_TRUE(choose(host, dev_machine, {}, {.config_arch = 120}, &c).ok());
-  EXPECT_EQ(c.name(), "mma/bf16/r64-s3-t16/sm120-table");
+  EXPECT_EQ(c.name(), "mma/bf16/r64-s3-c2/sm120-table");
   EXPECT_EQ(choose(host, dev_machine, {}, {.chunk_tokens = 24}, &c).code(),
             StatusCode::kInvalidArgument);  // not whole 64-token tiles
 }
@@ -241,6 +241,7 @@ TEST(Select, KernelsByArchAreTheTablesEntries) {
     EXPECT_EQ(k.more_rows, k.arch == 80    ? "r64-s3"
                            : k.arch == 90  ? "wgmma-r64-t64"
                            : k.arch == 100 ? "r64-s4"
+                           : k.arch == 120 ? "r64-s3-c2"
                                            : "r64-s3-t16");
   }
 }
