@@ -57,7 +57,8 @@ Facts wgmma_facts(const DeviceDescription& d, DType dtype, KvMode mode) {
 // The split schedule's cost model for a kernel on a device (split_schedule.h), measured on the
 // H200 (docs/kernels/portable-mma.md, "The schedule"): a portable CTA takes 62 ns a KV token at
 // 64 rows (compute-bound), 39 ns at 32 rows and 60 ns at 16 (its 2-stage pipe waits on
-// memory), the wgmma kernel 37 ns; a CTA's fixed cost is 12 us at 64 portable rows and 9.5 us
+// memory), the wgmma kernel 37 ns, the pair variant's CTA pair 48 ns (V3, H100, 2026-12-07:
+// 3.15 ms for 65,536 tokens); a CTA's fixed cost is 12 us at 64 portable rows and 9.5 us
 // otherwise (the wgmma kernel's is not measured apart: priced as the small variants', which
 // picks the grid that measured fastest for S1; an e4m3 cache keeps 12 us, its first tile is
 // copied then widened). Other devices and tables use the same figures: they steer the choice,
@@ -65,7 +66,7 @@ Facts wgmma_facts(const DeviceDescription& d, DType dtype, KvMode mode) {
 SplitCosts split_costs(const Facts& f, const DeviceInfo& device, bool e4m3, int token_bytes) {
   SplitCosts c;
   c.token_ns = f.wgmma                ? 37
-               : f.cluster_ctas > 1     ? 31
+               : f.cluster_ctas > 1     ? 48
                : f.rows == 64           ? 62
                : f.rows == 32           ? 39
                                         : 60;
@@ -95,8 +96,9 @@ std::string variant_missing(VariantId v, int config_arch, const std::string& whe
                   config_arch, variant_name(v), where, code_arch);
   if (!cuda::sm80::variant_fits(v, code_arch)) {
     const bool bulk = cuda::sm80::with_variant(v, []<typename V>(V) { return V::kBulk; });
+    const bool pair = v == VariantId::kR64C2;
     return fmt::format("{} (it needs more shared memory a block{})", what,
-                       bulk ? " or cp.async.bulk, sm_90+" : "");
+                       bulk ? " or cp.async.bulk, sm_90+" : pair ? " or clusters, sm_90+" : "");
   }
   return fmt::format(
       "{}: this build compiles only the variants of the tile tables that code serves "
@@ -184,9 +186,18 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
   const int64_t max_rows = static_cast<int64_t>(summary.max_tree) * problem.num_heads;
   const bool e4m3 = problem.kv_format == KvFormat::kE4M3;
   const char* forced_arg = tuning.config_arch > 0 ? "tuning.config_arch" : "device";
-  const auto [config_arch, variant] =
+  auto [config_arch, variant] =
       cuda::sm80::choose_tiles(sm, code_arch, tuning.config_arch,
                                forced_rows > 0 ? forced_rows : max_rows, build.variants(), e4m3);
+  // The pair variant in place of the table's 64-row one (PlanTuning::pair_ctas).
+  if (tuning.pair_ctas) {
+    TV_REQUIRE(!e4m3, "tuning.pair_ctas", "the pair variant reads 16-bit caches only");
+    TV_REQUIRE(forced_rows == 0 || forced_rows == 64, "tuning.pair_ctas",
+               "runs 64 rows a CTA pair; rows_per_cta = {}", forced_rows);
+    TV_REQUIRE_CODE(StatusCode::kUnsupported, sm >= 90, "tuning.pair_ctas",
+                    "{}: the pair variant needs thread-block clusters (sm_90 or newer)", where);
+    if (forced_rows == 64 || max_rows > 32) variant = VariantId::kR64C2;
+  }
   TV_REQUIRE_CODE(StatusCode::kUnsupported, variant != VariantId::kNone, "tuning.config_arch",
                   "no tile configuration for sm_{}", config_arch);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, problem.batch_size <= kMaxGridDim, "batch_size",
@@ -204,6 +215,7 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
                                                    .forced_rows = forced_rows,
                                                    .max_rows = max_rows});
   std::string no_wgmma = blocker != nullptr ? blocker : "";
+  if (variant == VariantId::kR64C2) no_wgmma = "the pair variant was asked for (tuning.pair_ctas)";
   // Fast mode where the portable kernel has native e4m3 products or the wgmma kernel takes the
   // call (e4m3 wgmma); otherwise exact, and the reason says why. portable_mode is what the
   // portable kernel would run.
@@ -263,7 +275,8 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
   // The table's variant, or one with fewer rows a CTA when the cost model says its schedule is
   // faster: more CTAs, each cheaper, which wins when the prefix is too short to keep the device
   // busy with the larger ones (S1 on the H200).
-  if (!fixed_variant && forced_rows == 0 && tuning.chunk_tokens == 0 && mode == portable_mode) {
+  if (!fixed_variant && forced_rows == 0 && tuning.chunk_tokens == 0 && mode == portable_mode &&
+      variant != VariantId::kR64C2) {
     for (int64_t rows : {16, 32}) {
       const VariantId v = cuda::sm80::choose_tiles(sm, code_arch, tuning.config_arch, rows,
                                                    build.variants(), e4m3)

@@ -26,12 +26,8 @@ TEST(TileConfig, SixtyFourRowsAboveThirtyTwo) {
   EXPECT_EQ(choose_variant(80, 128), VariantId::kR64S3);
   EXPECT_EQ(choose_variant(90, 33), VariantId::kR64S4);
   EXPECT_EQ(choose_variant(100, 4096), VariantId::kR64S4);
-  // 99 KB a block: 64 rows fit with 16-token tiles, or on sm_120 (clusters) as a pair of CTAs
-  // of 32-token tiles, each half of every KV row; an e4m3 cache keeps the 16-token tiles.
-  for (int sm : {86, 89}) EXPECT_EQ(choose_variant(sm, 4096), VariantId::kR64S3T16) << sm;
-  EXPECT_EQ(choose_variant(120, 4096), VariantId::kR64C2);
-  for (int sm : {86, 89, 120})
-    EXPECT_EQ(choose_variant(sm, 4096, /*e4m3=*/true), VariantId::kR64S3T16) << sm;
+  // 99 KB a block: 64 rows fit with 16-token tiles.
+  for (int sm : {86, 89, 120}) EXPECT_EQ(choose_variant(sm, 4096), VariantId::kR64S3T16) << sm;
 }
 
 TEST(TileConfig, ThirtyTwoRowsBetweenSixteenAndThirtyTwo) {

@@ -5,8 +5,11 @@
 //
 // Memory order: st.async's bytes are visible to a thread that has seen the receiving
 // mbarrier's phase complete; the arrivals and waits here are CTA-scope (the default), as in
-// CUTLASS's cluster barriers. Cluster-scope release/acquire compiles to MEMBAR.ALL.GPU +
-// CCTL.IVALL and costs ~1,000 cycles more a round (bench/tools/dsmem_exchange.cu, H100).
+// CUTLASS's cluster barriers. Formally the PTX ISA makes st.async's complete-tx a release at
+// cluster scope, which a CTA-scope acquire does not pair with; CUTLASS's transaction barriers
+// wait so all the same, and every word of bench/tools/dsmem_exchange.cu checks. Cluster-scope
+// release/acquire compiles to MEMBAR.ALL.GPU + CCTL.IVALL and costs ~1,000 cycles more a round
+// (bench/tools/dsmem_exchange.cu, H100).
 #pragma once
 
 #include <cstdint>

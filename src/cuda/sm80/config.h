@@ -140,11 +140,11 @@ struct Variant {
 // score partial over its 288 columns, keeps it and pushes it into its partner's shared memory
 // (st.async completing on the partner's mbarrier); both sum the two, which gives the same bits
 // in both (addition commutes), run the same softmax, and P.V over their own 256 columns.
-// Threads (8 warps): warp w computes the scores of rows 16 (w % 4) .. + 16 against tokens
-// 16 (w / 4) .. + 16 over all 288 columns (Q: 72 registers), and O's rows 32 (w / 4) .. + 32 x
-// columns 64 (w % 4) .. + 64 (64 registers). The softmax is the other variants' (8 rows a
-// warp, 4 lanes a row). Loop: overlap_loop's two barriers a tile, the scores of tile i + 1
-// pushed before P.V(i), consumed after it.
+// Threads (8 warps, two groups of 4: rows 0-31 and 32-63): warp w computes the scores of 16
+// rows against 16 tokens over all 288 columns (Q: 72 registers), and O's rows 32 (w / 4) .. +
+// 32 x columns 64 (w % 4) .. + 64 (64 registers). The softmax is the other variants' (8 rows a
+// warp, 4 lanes a row). Loop: halves_loop's, a group's scores of tile i + 1 pushed before its
+// P.V(i). No table selects it yet (PlanTuning::pair_ctas runs it).
 struct PairVariant {
   static constexpr int kClusterCtas = 2;
   static constexpr int kMTiles = 4;
@@ -173,18 +173,17 @@ struct PairVariant {
   static constexpr int kLanesPerRow = 32 / kRowsPerWarp;
   static constexpr int kTokensPerLane = kTokens / kLanesPerRow;
   static constexpr int kMinBlocks = 1;
-  // The scores' blocks: with kGroups = 2, warps 4 g .. 4 g + 3 hold rows 32 g .. + 32 in every
-  // step (scores, softmax, P.V), so the groups run half a tile apart (halves_loop's schedule)
-  // and exchange their partials with barriers of their own.
-#ifndef TV_PAIR_GROUPS
-#define TV_PAIR_GROUPS 1
-#endif
-  static constexpr int kGroups = TV_PAIR_GROUPS;
+  // Two groups: warps 4 g .. 4 g + 3 hold rows 32 g .. + 32 in every step (scores, softmax,
+  // P.V), so the groups run half a tile apart (halves_loop's schedule, one's softmax beside the
+  // other's products; 10-11% faster than both groups in step, H100) and exchange their
+  // partials with barriers of their own. Warp w's scores: rows score_row0 .. + 16, tokens
+  // score_tok0 .. + 16 of the tile.
+  static constexpr int kGroups = 2;
   static constexpr int score_row0(int warp) {
-    return kGroups == 2 ? warp / 4 * 32 + warp % 2 * 16 : warp % 4 * 16;
+    return warp / 4 * 32 + warp % 2 * 16;
   }
   static constexpr int score_tok0(int warp) {
-    return kGroups == 2 ? warp / 2 % 2 * 16 : warp / 4 * 16;
+    return warp / 2 % 2 * 16;
   }
   // Shared memory, in this order: the KV stages (Q staged in stages 1-2 by the prologue); this
   // CTA's score partial; two receive buffers for the partner's (it pushes tile i + 1's while
@@ -253,29 +252,22 @@ enum class VariantId : int {
 // instruction a KV row) make memory-bound decode 2.5% faster and the 64-row variant 17-20%
 // slower, so only the 16-row variant uses them (sm_120 keeps cp.async: its bulk-copy speed is
 // unmeasured). With an e4m3 cache (576-byte rows) they are slower (D1 0.158 ms against 0.132
-// on r16-s2), so e4m3 decode takes `up_to_16_rows_e4m3`. On sm_120 a 16-bit cache's large
-// requests take the pair variant (two CTAs of a cluster a 64-row block; 16-bit only so far),
-// an e4m3 cache's `more_rows_e4m3`. Figures, H200: docs/kernels/portable-mma.md. What each
-// architecture's code holds: variant_in_build below.
+// on r16-s2), so e4m3 decode takes `up_to_16_rows_e4m3`. Figures, H200:
+// docs/kernels/portable-mma.md. What each architecture's code holds: variant_in_build below.
+// The pair variant is in no table (it measured slower than r64-s3-t16 under the sm_120 table:
+// docs/kernels/portable-mma.md, "The pair variant"); PlanTuning::pair_ctas runs it.
 struct TileConfig {
   int arch;  // SM version the entry is for
   VariantId up_to_16_rows, up_to_32_rows, more_rows;
   VariantId up_to_16_rows_e4m3;  // `up_to_16_rows` for an e4m3 cache
-  VariantId more_rows_e4m3;      // `more_rows` for an e4m3 cache
 };
 inline constexpr TileConfig kTileConfigs[] = {
-    {80, VariantId::kR16S2, VariantId::kR32S3, VariantId::kR64S3, VariantId::kR16S2,
-     VariantId::kR64S3},
-    {86, VariantId::kR16S2, VariantId::kR32S2, VariantId::kR64S3T16, VariantId::kR16S2,
-     VariantId::kR64S3T16},
-    {89, VariantId::kR16S2, VariantId::kR32S2, VariantId::kR64S3T16, VariantId::kR16S2,
-     VariantId::kR64S3T16},
-    {90, VariantId::kR16S2Bulk, VariantId::kR32S4, VariantId::kR64S4, VariantId::kR16S2,
-     VariantId::kR64S4},
-    {100, VariantId::kR16S2Bulk, VariantId::kR32S4, VariantId::kR64S4, VariantId::kR16S2,
-     VariantId::kR64S4},
-    {120, VariantId::kR16S2, VariantId::kR32S2, VariantId::kR64C2, VariantId::kR16S2,
-     VariantId::kR64S3T16},
+    {80, VariantId::kR16S2, VariantId::kR32S3, VariantId::kR64S3, VariantId::kR16S2},
+    {86, VariantId::kR16S2, VariantId::kR32S2, VariantId::kR64S3T16, VariantId::kR16S2},
+    {89, VariantId::kR16S2, VariantId::kR32S2, VariantId::kR64S3T16, VariantId::kR16S2},
+    {90, VariantId::kR16S2Bulk, VariantId::kR32S4, VariantId::kR64S4, VariantId::kR16S2},
+    {100, VariantId::kR16S2Bulk, VariantId::kR32S4, VariantId::kR64S4, VariantId::kR16S2},
+    {120, VariantId::kR16S2, VariantId::kR32S2, VariantId::kR64S3T16, VariantId::kR16S2},
 };
 
 // The variant for SM version `sm` (the newest table entry not above it) and requests of at
@@ -287,8 +279,7 @@ constexpr VariantId choose_variant(int sm, int64_t max_rows, bool e4m3 = false) 
     if (c.arch <= sm) cfg = &c;
   if (cfg == nullptr) return VariantId::kNone;
   if (max_rows <= 16) return e4m3 ? cfg->up_to_16_rows_e4m3 : cfg->up_to_16_rows;
-  if (max_rows <= 32) return cfg->up_to_32_rows;
-  return e4m3 ? cfg->more_rows_e4m3 : cfg->more_rows;
+  return max_rows <= 32 ? cfg->up_to_32_rows : cfg->more_rows;
 }
 
 // Whether the table of SM version `sm` can select `id`: for some request size and cache, a
@@ -298,8 +289,7 @@ constexpr VariantId choose_variant(int sm, int64_t max_rows, bool e4m3 = false) 
 constexpr bool table_selects(int sm, VariantId id) {
   return id != VariantId::kNone &&
          (choose_variant(sm, 16) == id || choose_variant(sm, 16, true) == id ||
-          choose_variant(sm, 32) == id || choose_variant(sm, 33) == id ||
-          choose_variant(sm, 33, true) == id);
+          choose_variant(sm, 32) == id || choose_variant(sm, 33) == id);
 }
 
 // Calls f(V{}) with the variant type behind `id` (VariantR16S2 for kNone; callers check first).
@@ -355,8 +345,7 @@ constexpr bool e4m3_variant(VariantId id) {
 // 16-token tiles; fp8_ops.cuh handles neither halves nor bulk copies).
 constexpr bool fast_mode_variant(VariantId id) {
   for (int sm : {89, 120})
-    for (int rows : {16, 32, 33})
-      if (native_fp8_mma(sm) && choose_variant(sm, rows, true) == id) return true;
+    if (native_fp8_mma(sm) && table_selects(sm, id)) return true;
   return false;
 }
 
@@ -368,6 +357,7 @@ constexpr bool instance_selectable(KvMode mode) {
   constexpr VariantId id = variant_id<V>();
   if (mode == KvMode::kE4M3) return e4m3_variant(id);
   if (mode == KvMode::kE4M3Fast) return fast_mode_variant(id);
+  if (id == VariantId::kR64C2) return true;  // PlanTuning::pair_ctas, 16-bit caches
   for (const TileConfig& c : kTileConfigs)
     if (table_selects(c.arch, id)) return true;
   return false;

@@ -20,7 +20,8 @@
 // A request with one chunk writes out/lse directly; otherwise each chunk writes a
 // normalised partial (in the output's type) and its lse, merged by the combine kernel
 // (cuda/common/combine.cu). Rows that come out with a non-finite value are recomputed exactly
-// (cuda/common/nonfinite.cuh). Figures and limits: docs/kernels/portable-mma.md.
+// (cuda/common/nonfinite.cuh). The pair variant (PairVariant, config.h) runs pair_cta
+// (pair_kernel.cuh) instead of verify_cta. Figures and limits: docs/kernels/portable-mma.md.
 #pragma once
 
 #include "cuda/common/arch.cuh"

@@ -119,12 +119,12 @@ __device__ __forceinline__ void pair_scores(uint32_t stage, const uint32_t (&qf)
 }
 
 // One 64-row block's CTA of rank `rank` in its pair, 16-bit cache. The prologue; the loop
-// (overlap_loop's schedule, with the partner's partial of tile i awaited before softmax(i) and
-// tile i + 1's pushed before P.V(i)); the epilogue of its 256 columns; then the rows either
-// CTA found non-finite, recomputed, half by each.
+// (halves_loop's schedule, a group's partner partial of tile i awaited before its softmax(i),
+// its tile i + 1's pushed before its P.V(i)); the epilogue of its 256 columns; then the rows
+// either CTA found non-finite, recomputed, half by each.
 template <typename T, typename V>
 __device__ __forceinline__ void pair_cta(const VerifyKernelParams& p) {
-  static_assert(V::kClusterCtas == 2 && V::kStages == 3 && !V::kQuadStores);
+  static_assert(V::kClusterCtas == 2 && V::kGroups == 2 && V::kStages == 3 && !V::kQuadStores);
   CtaWork w;
   if (!cta_work<V>(p, &w)) return;  // both CTAs of the pair: the same work
   extern __shared__ __align__(128) uint8_t smem[];
@@ -141,7 +141,7 @@ __device__ __forceinline__ void pair_cta(const VerifyKernelParams& p) {
   // full[b]: the partner's partial has landed in receive buffer b (one local arrival with the
   // bytes expected, the partner's st.async completing them); empty[b]: the partner has read
   // what this CTA pushed into its buffer b (one arrival from each of the partner's warps).
-  // With V::kGroups = 2 each group of 4 warps (rows 32 g .. + 32) has barriers of its own.
+  // Each group of 4 warps (rows 32 g .. + 32) has barriers of its own.
   constexpr int kGroupThreads = kThreads / V::kGroups;
   constexpr uint32_t kGroupTx = V::kScoreTxBytes / V::kGroups;
   const int group = static_cast<int>(threadIdx.x) / kGroupThreads;
@@ -228,43 +228,31 @@ __device__ __forceinline__ void pair_cta(const VerifyKernelParams& p) {
   cp_async_wait<1>();  // tile 0
   __syncthreads();
   scores(0);
-  if constexpr (V::kGroups == 1) {
-    for (int tile = 0; tile < n_tiles; ++tile) {
-      __syncthreads();  // s_own holds tile's partial; P.V(tile - 1) is done, its stage is free
-      load(tile + V::kStages - 1);
+  // halves_loop's schedule (kernel.cuh): group A runs scores(i + 1) + P.V(i), its barrier,
+  // softmax(i + 1); group B softmax(i), its barrier, scores(i + 1) + P.V(i); one CTA
+  // barrier a tile, after which tile i + 2 has landed.
+  const bool half_a = group == 0;
+  if (half_a) {
+    named_barrier_sync<1, kGroupThreads>();
+    softmax(0);
+  }
+  cp_async_wait<0>();  // tile 1
+  __syncthreads();     // X(0)
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    load(tile + V::kStages - 1);
+    if (half_a) {
+      if (tile + 1 < n_tiles) scores(tile + 1);
+      pv(tile);
+      named_barrier_sync<1, kGroupThreads>();  // s_own_A holds tile + 1's; P_A(tile) consumed
+      if (tile + 1 < n_tiles) softmax(tile + 1);
+    } else {
       softmax(tile);
-      cp_async_wait<1>();  // tile + 1 has landed
-      __syncthreads();     // P, alpha and tile + 1 visible; s_own consumed
+      named_barrier_sync<2, kGroupThreads>();  // P_B(tile) visible; s_own_B consumed
       if (tile + 1 < n_tiles) scores(tile + 1);
       pv(tile);
     }
-  } else {
-    // halves_loop's schedule (kernel.cuh): group A runs scores(i + 1) + P.V(i), its barrier,
-    // softmax(i + 1); group B softmax(i), its barrier, scores(i + 1) + P.V(i); one CTA
-    // barrier a tile, after which tile i + 2 has landed.
-    const bool half_a = group == 0;
-    if (half_a) {
-      named_barrier_sync<1, kGroupThreads>();
-      softmax(0);
-    }
-    cp_async_wait<0>();  // tile 1
-    __syncthreads();     // X(0)
-    for (int tile = 0; tile < n_tiles; ++tile) {
-      load(tile + V::kStages - 1);
-      if (half_a) {
-        if (tile + 1 < n_tiles) scores(tile + 1);
-        pv(tile);
-        named_barrier_sync<1, kGroupThreads>();  // s_own_A holds tile + 1's; P_A(tile) consumed
-        if (tile + 1 < n_tiles) softmax(tile + 1);
-      } else {
-        softmax(tile);
-        named_barrier_sync<2, kGroupThreads>();  // P_B(tile) visible; s_own_B consumed
-        if (tile + 1 < n_tiles) scores(tile + 1);
-        pv(tile);
-      }
-      cp_async_wait<0>();  // tile + 2 has landed
-      __syncthreads();     // X(tile + 1)
-    }
+    cp_async_wait<0>();  // tile + 2 has landed
+    __syncthreads();     // X(tile + 1)
   }
   cp_async_wait<0>();
   __syncthreads();  // every warp is past its last read of s_alpha, which the epilogue reuses
