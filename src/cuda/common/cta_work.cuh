@@ -42,7 +42,7 @@ __device__ __forceinline__ bool cta_work(const VerifyKernelParams& p, CtaWork* w
   w->q0 = one ? 0 : ld(p.qo_indptr, b);
   const int nodes = one ? p.one_request_nodes : ld(p.qo_indptr, b + 1) - w->q0;
   w->rows_b = nodes * p.num_heads;
-  w->row0 = static_cast<int>(blockIdx.x) / V::kClusterCtas * V::kRows;
+  w->row0 = blockIdx.x / V::kClusterCtas * V::kRows;
   if (w->row0 >= w->rows_b) return false;
   const int kv_len = one ? p.one_request_kv_len : ld(p.kv_len, b);
   w->prefix = kv_len - nodes;
