@@ -49,6 +49,10 @@ void add_case_flags(CLI::App* app, CaseFlags* f) {
                   "CUDA: force the tile configuration of this SM version (e.g. 120 on an H200)");
   app->add_option("--rows-per-cta", f->rows_per_cta,
                   "CUDA: run the 16, 32 or 64-row variant instead of the table's choice (tuning)");
+  app->add_flag("--pair-ctas", f->pair_ctas,
+                "CUDA: run requests of more than 32 rows on a 16-bit cache as pairs of CTAs (one "
+                "cluster, each over half of every KV row: r64-s3-c2; sm_90+, builds with every "
+                "variant; tuning)");
   app->add_flag("--no-tma", f->no_tma,
                 "CUDA: the sm_90a wgmma kernel copies every KV tile with cp.async, not whole "
                 "tiles by TMA tensor copies (tuning)");
@@ -200,6 +204,7 @@ PlanTuning plan_tuning(const CaseFlags& f) {
   return PlanTuning{.config_arch = f.config_arch,
                     .chunk_tokens = f.chunk_tokens.empty() ? 0 : f.chunk_tokens[0],
                     .rows_per_cta = f.rows_per_cta,
+                    .pair_ctas = f.pair_ctas,
                     .disable_tma = f.no_tma,
                     .force_tma = f.force_tma};
 }

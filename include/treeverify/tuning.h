@@ -20,6 +20,11 @@ struct PlanTuning {
   // Run the variant with this many query rows a CTA (16, 32 or 64). 0: the tile table's entry
   // for the largest request (or fewer rows, where the schedule says so).
   int rows_per_cta = 0;
+  // Requests of more than 32 rows on a 16-bit cache: run each 64-row block as a pair of CTAs
+  // of one cluster, each over half of every KV row (the portable kernel's r64-s3-c2 variant,
+  // docs/kernels/portable-mma.md). sm_90+ devices, builds with every variant; no table takes
+  // it yet (slower than r64-s3-t16 under the sm_120 table on an H100).
+  bool pair_ctas = false;
   // The wgmma kernel: copy every KV tile with cp.async, never whole tiles by TMA tensor copies
   // (which plans take for pages of 64 rows or more: e4m3 caches always, 16-bit ones for
   // requests of more than 128 rows). The same results bit for bit.

@@ -22,6 +22,7 @@ constexpr int kMaxGridDim = 65535;  // grid.y and grid.z: chunks and requests
 // What the schedule and the reason need of one kernel on one device.
 struct Facts {
   int rows = 0, tokens = 0, smem = 0, ctas_per_sm = 0;
+  int cluster_ctas = 1;  // CTAs a row block (the pair variant: 2, one cluster)
   bool bulk = false, halves = false, wgmma = false;
   std::string name;
 };
@@ -36,6 +37,7 @@ Facts variant_facts(const DeviceDescription& d, VariantId v, DType dtype, KvMode
                  .tokens = V::kTokens,
                  .smem = V::kSmemBytes,
                  .ctas_per_sm = ctas,
+                 .cluster_ctas = V::kClusterCtas,
                  .bulk = V::kBulk,
                  .halves = V::kHalves,
                  .name = variant_name(v)};
@@ -55,14 +57,19 @@ Facts wgmma_facts(const DeviceDescription& d, DType dtype, KvMode mode) {
 // The split schedule's cost model for a kernel on a device (split_schedule.h), measured on the
 // H200 (docs/kernels/portable-mma.md, "The schedule"): a portable CTA takes 62 ns a KV token at
 // 64 rows (compute-bound), 39 ns at 32 rows and 60 ns at 16 (its 2-stage pipe waits on
-// memory), the wgmma kernel 37 ns; a CTA's fixed cost is 12 us at 64 portable rows and 9.5 us
+// memory), the wgmma kernel 37 ns, the pair variant's CTA pair 48 ns (V3, H100, 2026-12-07:
+// 3.15 ms for 65,536 tokens); a CTA's fixed cost is 12 us at 64 portable rows and 9.5 us
 // otherwise (the wgmma kernel's is not measured apart: priced as the small variants', which
 // picks the grid that measured fastest for S1; an e4m3 cache keeps 12 us, its first tile is
 // copied then widened). Other devices and tables use the same figures: they steer the choice,
 // never the result.
 SplitCosts split_costs(const Facts& f, const DeviceInfo& device, bool e4m3, int token_bytes) {
   SplitCosts c;
-  c.token_ns = f.wgmma ? 37 : f.rows == 64 ? 62 : f.rows == 32 ? 39 : 60;
+  c.token_ns = f.wgmma                ? 37
+               : f.cluster_ctas > 1     ? 48
+               : f.rows == 64           ? 62
+               : f.rows == 32           ? 39
+                                        : 60;
   c.cta_ns = f.wgmma && !e4m3 ? 9500 : f.rows == 64 ? 12000 : 9500;
   c.combine_ns = 3000;
   c.token_bytes = token_bytes;
@@ -89,8 +96,9 @@ std::string variant_missing(VariantId v, int config_arch, const std::string& whe
                   config_arch, variant_name(v), where, code_arch);
   if (!cuda::sm80::variant_fits(v, code_arch)) {
     const bool bulk = cuda::sm80::with_variant(v, []<typename V>(V) { return V::kBulk; });
+    const bool pair = v == VariantId::kR64C2;
     return fmt::format("{} (it needs more shared memory a block{})", what,
-                       bulk ? " or cp.async.bulk, sm_90+" : "");
+                       bulk ? " or cp.async.bulk, sm_90+" : pair ? " or clusters, sm_90+" : "");
   }
   return fmt::format(
       "{}: this build compiles only the variants of the tile tables that code serves "
@@ -178,9 +186,18 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
   const int64_t max_rows = static_cast<int64_t>(summary.max_tree) * problem.num_heads;
   const bool e4m3 = problem.kv_format == KvFormat::kE4M3;
   const char* forced_arg = tuning.config_arch > 0 ? "tuning.config_arch" : "device";
-  const auto [config_arch, variant] =
+  auto [config_arch, variant] =
       cuda::sm80::choose_tiles(sm, code_arch, tuning.config_arch,
                                forced_rows > 0 ? forced_rows : max_rows, build.variants(), e4m3);
+  // The pair variant in place of the table's 64-row one (PlanTuning::pair_ctas).
+  if (tuning.pair_ctas) {
+    TV_REQUIRE(!e4m3, "tuning.pair_ctas", "the pair variant reads 16-bit caches only");
+    TV_REQUIRE(forced_rows == 0 || forced_rows == 64, "tuning.pair_ctas",
+               "runs 64 rows a CTA pair; rows_per_cta = {}", forced_rows);
+    TV_REQUIRE_CODE(StatusCode::kUnsupported, sm >= 90, "tuning.pair_ctas",
+                    "{}: the pair variant needs thread-block clusters (sm_90 or newer)", where);
+    if (forced_rows == 64 || max_rows > 32) variant = VariantId::kR64C2;
+  }
   TV_REQUIRE_CODE(StatusCode::kUnsupported, variant != VariantId::kNone, "tuning.config_arch",
                   "no tile configuration for sm_{}", config_arch);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, problem.batch_size <= kMaxGridDim, "batch_size",
@@ -198,6 +215,7 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
                                                    .forced_rows = forced_rows,
                                                    .max_rows = max_rows});
   std::string no_wgmma = blocker != nullptr ? blocker : "";
+  if (variant == VariantId::kR64C2) no_wgmma = "the pair variant was asked for (tuning.pair_ctas)";
   // Fast mode where the portable kernel has native e4m3 products or the wgmma kernel takes the
   // call (e4m3 wgmma); otherwise exact, and the reason says why. portable_mode is what the
   // portable kernel would run.
@@ -234,7 +252,7 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
     // kernel's last tile of a chunk may be part of one (its copies and softmax stop at the
     // chunk's end).
     in.tile_tokens = tuning.chunk_tokens > 0 ? table_facts.tokens : f.tokens;
-    in.concurrent_ctas = device.sm_count * f.ctas_per_sm;
+    in.concurrent_ctas = device.sm_count * f.ctas_per_sm / f.cluster_ctas;
     in.costs = split_costs(f, device, e4m3, kv_row_bytes(problem.kv_format, problem.dtype));
     in.forced_chunk_tokens = tuning.chunk_tokens;
     return problem.batch_size > 0 ? plan_split_schedule(in)
@@ -257,7 +275,8 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
   // The table's variant, or one with fewer rows a CTA when the cost model says its schedule is
   // faster: more CTAs, each cheaper, which wins when the prefix is too short to keep the device
   // busy with the larger ones (S1 on the H200).
-  if (!fixed_variant && forced_rows == 0 && tuning.chunk_tokens == 0 && mode == portable_mode) {
+  if (!fixed_variant && forced_rows == 0 && tuning.chunk_tokens == 0 && mode == portable_mode &&
+      variant != VariantId::kR64C2) {
     for (int64_t rows : {16, 32}) {
       const VariantId v = cuda::sm80::choose_tiles(sm, code_arch, tuning.config_arch, rows,
                                                    build.variants(), e4m3)
@@ -291,11 +310,12 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
   c.ctas_per_sm = f.ctas_per_sm;
   c.bulk = f.bulk;
   c.halves = f.halves;
+  c.pair = f.cluster_ctas > 1;
   c.mode = mode;
   c.precision = mode == KvMode::kE4M3Fast ? Precision::kFast : Precision::kExact;
   c.schedule = sched;
   c.costs = split_costs(f, device, e4m3, kv_row_bytes(problem.kv_format, problem.dtype));
-  c.concurrent_ctas = device.sm_count * f.ctas_per_sm;
+  c.concurrent_ctas = device.sm_count * f.ctas_per_sm / f.cluster_ctas;
   c.where = where;
   c.code_arch = code_arch;
   // The wgmma kernel's producer copies a whole 64-token tile inside one page by TMA tensor
@@ -377,7 +397,9 @@ BuildDescription this_build() {
 std::string variant_name(VariantId v) {
   return cuda::sm80::with_variant(v, [&]<typename V>(V) {
     const std::string tokens = V::kTokens != 32 ? fmt::format("-t{}", V::kTokens) : "";
-    return fmt::format("r{}-s{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "");
+    const std::string pair = V::kClusterCtas > 1 ? fmt::format("-c{}", V::kClusterCtas) : "";
+    return fmt::format("r{}-s{}{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "",
+                       pair);
   });
 }
 
@@ -411,7 +433,10 @@ std::string KernelChoice::explain_kernel() const {
   if (family != KernelFamily::kMma && family != KernelFamily::kWgmma) return where;
   return fmt::format("{} runs sm_{} code; {} rows a CTA ({}){}{}, {}-token KV tiles{}{}", where,
                      code_arch, rows_per_cta, why_rows, why_family,
-                     halves ? " in two halves, one's softmax beside the other's products" : "",
+                     halves  ? " in two halves, one's softmax beside the other's products"
+                     : pair ? ", a pair of CTAs (one cluster) a row block, each over half of "
+                              "every KV row"
+                            : "",
                      tile_tokens, why_copies, why_precision);
 }
 

@@ -81,6 +81,7 @@ struct KernelChoice {
   cuda::sm80::VariantId variant = cuda::sm80::VariantId::kNone;  // kMma: the table's entry
   int rows_per_cta = 0, tile_tokens = 0, ctas_per_sm = 0;
   bool bulk = false, halves = false;  // the variant's copies and main loop (sm80/config.h)
+  bool pair = false;  // two CTAs of a cluster a row block (the pair variant)
   cuda::KvMode mode = cuda::KvMode::k16;
   bool tma = false;                   // kWgmma: whole tiles by TMA tensor copies
   bool programmatic_combine = false;  // the combine launches programmatically (sm_90+ code)

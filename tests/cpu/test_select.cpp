@@ -4,6 +4,7 @@
 // words its reason must hold. What it expects follows the tile tables (cuda/sm80/config.h),
 // the wgmma rule (cuda/sm90/choice.h) and the fast-mode rule (native e4m3 products on sm_89
 // and sm_120; e4m3 wgmma on sm_90a), read from their comments, not from the function's output.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -193,6 +194,37 @@ TEST(Select, TuningForcesTablesAndRows) {
   EXPECT_EQ(c.name(), "mma/bf16/r64-s3-t16/sm120-table");
   EXPECT_EQ(choose(host, dev_machine, {}, {.chunk_tokens = 24}, &c).code(),
             StatusCode::kInvalidArgument);  // not whole 64-token tiles
+}
+
+// PlanTuning::pair_ctas: the pair variant for more than 32 rows of a 16-bit cache, on sm_90+
+// devices in builds with every variant, under any table; refused by name elsewhere.
+TEST(Select, TuningRunsThePairVariant) {
+  BuildDescription all = release_build();
+  all.all_variants = true;
+  const DeviceDescription h200 = described_device(90, all);
+  const Machine machine{.build = all, .device = &h200};
+  KernelChoice c;
+  for (int arch : {0, 120}) {
+    ASSERT_TRUE(choose(make(kTree128), machine, {}, {.config_arch = arch, .pair_ctas = true}, &c)
+                    .ok());
+    EXPECT_EQ(c.name(), fmt::format("mma/bf16/r64-s3-c2/sm{}-table", arch == 0 ? 90 : 120));
+    EXPECT_NE(c.explain().find("a pair of CTAs (one cluster)"), std::string::npos) << c.explain();
+  }
+  // 32 rows or fewer keep the table's variant.
+  ASSERT_TRUE(choose(make(kTree32), machine, {}, {.pair_ctas = true}, &c).ok());
+  EXPECT_EQ(c.name(), "mma/bf16/r32-s4/sm90-table");
+  // Not in a release build, not on an e4m3 cache, not without clusters.
+  const DeviceDescription h200_release = described_device(90, release_build());
+  Status s = choose(make(kTree128), {.build = release_build(), .device = &h200_release}, {},
+                    {.pair_ctas = true}, &c);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+  EXPECT_NE(s.message().find("TREEVERIFY_ALL_VARIANTS"), std::string::npos) << s.message();
+  s = choose(make(kE4M3Fast128), machine, {}, {.pair_ctas = true}, &c);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+  const DeviceDescription ada = described_device(89, all);
+  s = choose(make(kTree128), {.build = all, .device = &ada}, {}, {.pair_ctas = true}, &c);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+  EXPECT_NE(s.message().find("clusters"), std::string::npos) << s.message();
 }
 
 // Without a GPU: auto falls back to the CPU and says why; a CUDA backend asked is refused with

@@ -128,6 +128,20 @@ inline const TileConfigs& tile_configs() {
     if (!tv_missing.empty()) GTEST_SKIP() << tv_missing;                           \
   } while (0)
 
+// The pair variant (PlanTuning::pair_ctas) needs thread-block clusters (sm_90+) and a build
+// with every variant; a test of it skips itself elsewhere.
+#define TV_SKIP_WITHOUT_PAIR_CTAS()                                                         \
+  do {                                                                                      \
+    ::treeverify::DeviceInfo tv_dev;                                                        \
+    const int tv_ordinal = ::treeverify::detail::cuda_current_device();                     \
+    if (!::treeverify::detail::cuda_device_info(tv_ordinal < 0 ? 0 : tv_ordinal, &tv_dev)   \
+             .ok() ||                                                                       \
+        tv_dev.cc_major < 9)                                                                \
+      GTEST_SKIP() << "the pair variant needs clusters (sm_90+)";                           \
+    if (!::treeverify::detail::this_build().all_variants)                                   \
+      GTEST_SKIP() << "the pair variant is compiled only with TREEVERIFY_ALL_VARIANTS";     \
+  } while (0)
+
 // A fresh seed per call, printed on failure so the case can be replayed: with
 // TREEVERIFY_TEST_SEED set, every call returns that seed instead (run the failing test alone).
 inline uint64_t fresh_seed() {

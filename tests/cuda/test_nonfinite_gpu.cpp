@@ -50,6 +50,32 @@ TEST(GpuNonFinite, ValuesReachOnlyTheRowsThatSeeThem) {
 // One value per variant of the three tables, one pass and split: small enough for the
 // sanitizers (compute-sanitizer: tests/README.md), which check the quarantine's shared-memory
 // writes and the epilogue's atomics.
+// The pair variant: a row is non-finite where either CTA's columns are, and the two CTAs
+// recompute the marked rows between them (pair_kernel.cuh).
+TEST(GpuNonFinite, PairCtas) {
+  TV_SKIP_WITHOUT_GPU();
+  TV_SKIP_WITHOUT_PAIR_CTAS();
+  for (int heads : {2, 8, 16}) {
+    const HostCase clean = tvtest::leaf_tree_case(heads, 30, 64, DType::kBF16, fresh_seed());
+    for (const tvtest::Poison& p : tvtest::poisons(30, 64)) {
+      const auto want = tvtest::expected(clean, p, /*round_p=*/true);
+      const HostCase bad = tvtest::poisoned(clean, p);
+      for (int chunk : {0, 32}) {
+        GpuOptions o;
+        o.tuning.pair_ctas = true;
+        o.tuning.chunk_tokens = chunk;
+        const GpuResult gpu = run_on_gpu(bad, o);
+        ASSERT_EQ(gpu.out.size(), bad.out_elems()) << gpu.plan.kernel;
+        const Comparison c =
+            compare_with_reference(DType::kBF16, gpu.out, gpu.lse.data(), want.out, want.lse);
+        EXPECT_TRUE(c.ok(kOutRelTol, kLseAbsTol))
+            << fmt::format("{}: H {} chunk {} kernel {}: {}", p.what, heads, chunk,
+                           gpu.plan.kernel, c.to_string());
+      }
+    }
+  }
+}
+
 TEST(GpuNonFinite, EveryVariantOnce) {
   TV_SKIP_WITHOUT_GPU();
   for (int heads : {2, 8, 16}) {

@@ -24,6 +24,14 @@
 #define TV_HAS_BULK_COPY 0
 #endif
 
+// Thread-block clusters with distributed shared memory (mapa, st.async completing on a remote
+// mbarrier, barrier.cluster): sm_90 and later (PTX ISA: "Cluster", "st.async").
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TV_HAS_CLUSTER 1
+#else
+#define TV_HAS_CLUSTER 0
+#endif
+
 // mma.sync with e4m3 inputs (m16n8k32, m16n8k16) and cvt to e4m3x2: sm_89 and later, from a
 // compiler with PTX ISA 8.7 (CUDA 12.8: m16n8k16 e4m3; m16n8k32 is 8.4), which CMake records.
 // Native (QMMA) on sm_89 and sm_120; sm_90 emulates it (config.h, native_fp8_mma).

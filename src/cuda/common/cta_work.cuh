@@ -23,7 +23,8 @@ struct CtaWork {
   bool final_out;          // the request has one chunk: write out/lse directly
 };
 
-// This CTA's work (grid: x row blocks, y chunks, z requests); false when it has none.
+// This CTA's work (grid: x row blocks, V::kClusterCtas CTAs each; y chunks; z requests);
+// false when it has none (then for every CTA of its cluster).
 // kReload: read the index arrays with volatile loads, which the compiler cannot merge with
 // the first call's: a value kept instead would stay live through the main loop.
 template <typename V, bool kReload = false, bool kChunkInMemory = false>
@@ -41,7 +42,7 @@ __device__ __forceinline__ bool cta_work(const VerifyKernelParams& p, CtaWork* w
   w->q0 = one ? 0 : ld(p.qo_indptr, b);
   const int nodes = one ? p.one_request_nodes : ld(p.qo_indptr, b + 1) - w->q0;
   w->rows_b = nodes * p.num_heads;
-  w->row0 = blockIdx.x * V::kRows;
+  w->row0 = blockIdx.x / V::kClusterCtas * V::kRows;
   if (w->row0 >= w->rows_b) return false;
   const int kv_len = one ? p.one_request_kv_len : ld(p.kv_len, b);
   w->prefix = kv_len - nodes;

@@ -114,10 +114,12 @@ __device__ __forceinline__ void recompute_row(const VerifyKernelParams& p, const
 // After the epilogue, whose stores the caller orders before these by a barrier: if the
 // epilogue left a row NaN (lse NaN in s_lse, log2 units), each warp recomputes such rows,
 // with its O in the KV stages (free by then). The CTA's work is read again from p, so that
-// none of it has to stay live until here; a CTA without NaN rows reads only s_lse.
+// none of it has to stay live until here; a CTA without NaN rows reads only s_lse. The CTA
+// takes rows first_row, first_row + row_step, ... (the pair kernel's two CTAs split them).
 template <typename T, typename V, bool kE4M3>
 __device__ __forceinline__ void recompute_nan_rows(const VerifyKernelParams& p, uint8_t* smem,
-                                                   const float* s_lse) {
+                                                   const float* s_lse, int first_row = 0,
+                                                   int row_step = 1) {
   static_assert(kRecomputeWarps * kVDim * 4 <= V::kStageBytes * V::kStages && V::kRows <= 64);
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const bool nan_row =
@@ -126,7 +128,7 @@ __device__ __forceinline__ void recompute_nan_rows(const VerifyKernelParams& p, 
   CtaWork w;
   cta_work<V, /*kReload=*/true>(p, &w);  // true: this CTA ran
   float* acc = reinterpret_cast<float*>(smem) + warp * kVDim;
-  for (int r = warp; r < V::kRows; r += kRecomputeWarps)
+  for (int r = first_row + warp * row_step; r < V::kRows; r += kRecomputeWarps * row_step)
     if (w.row0 + r < w.rows_b && isnan(s_lse[r])) recompute_row<T, kE4M3>(p, w, r, acc);
 }
 

@@ -44,6 +44,8 @@ struct Variant {
   static constexpr int kRows = 16 * kMTiles;
   static constexpr int kStages = kStages_;
   static constexpr int kTokens = kTokens_;                   // KV tokens a tile (a pipeline stage)
+  static constexpr int kClusterCtas = 1;                     // CTAs a row block
+  static constexpr int kRowBytes = kKVRowBytes;              // a KV row in a stage
   static constexpr int kStageBytes = kTokens * kKVRowBytes;  // 37376 at 32 tokens
   // Partial scores [kKGroups][rows][kRedStride] fp32: a stride of 8 floats more than the tile
   // (40 or 24) puts the 4 rows of a half-warp's float2 stores of mma fragments in 4 different
@@ -131,6 +133,76 @@ struct Variant {
   static_assert(kQOffset + kRows * kKVRowBytes <= kPOffset);
 };
 
+// The pair variant (sm_90+, which has clusters): a 64-row block computed by a cluster of two
+// CTAs (pair_kernel.cuh). CTA r of the pair owns V's columns [256 r, 256 r + 256) and, of K's
+// 576, those columns plus the rope columns [512 + 32 r, 512 + 32 r + 32): 288 of each KV row,
+// which only it copies, so the pair reads each byte once. Each CTA computes its 64 x 32 fp32
+// score partial over its 288 columns, keeps it and pushes it into its partner's shared memory
+// (st.async completing on the partner's mbarrier); both sum the two, which gives the same bits
+// in both (addition commutes), run the same softmax, and P.V over their own 256 columns.
+// Threads (8 warps, two groups of 4: rows 0-31 and 32-63): warp w computes the scores of 16
+// rows against 16 tokens over all 288 columns (Q: 72 registers), and O's rows 32 (w / 4) .. +
+// 32 x columns 64 (w % 4) .. + 64 (64 registers). The softmax is the other variants' (8 rows a
+// warp, 4 lanes a row). Loop: halves_loop's, a group's scores of tile i + 1 pushed before its
+// P.V(i). No table selects it yet (PlanTuning::pair_ctas runs it).
+struct PairVariant {
+  static constexpr int kClusterCtas = 2;
+  static constexpr int kMTiles = 4;
+  static constexpr int kRows = 64;
+  static constexpr int kStages = 3;
+  static constexpr int kTokens = 32;
+  static constexpr bool kBulk = false;
+  static constexpr bool kHalves = false;
+  static constexpr int kVCols = kVDim / 2;                 // 256: O's columns a CTA
+  static constexpr int kRopeCols = (kQKDim - kVDim) / 2;   // 32
+  static constexpr int kDepth = kVCols + kRopeCols;        // 288: the Q.K depth a CTA
+  static constexpr int kQKSteps = kDepth / 16;             // 18
+  // 592 bytes: 37 x 16, odd, so an ldmatrix phase's 8 rows fall in 8 different bank groups.
+  static constexpr int kRowBytes = kDepth * 2 + 16;
+  static constexpr int kStageBytes = kTokens * kRowBytes;  // 18944
+  // A score partial [rows][kRedStride] fp32 (conflict-free float2 fragment stores, as s_red).
+  static constexpr int kRedStride = kTokens + 8;
+  static constexpr int kScoreBytes = kRows * kRedStride * 4;  // 10240
+  static constexpr int kScoreTxBytes = kRows * kTokens * 4;   // 8192: the bytes pushed a tile
+  static constexpr int kPStride = kTokens + 8;
+  static constexpr bool kQuadStores = false;
+  static constexpr int kOMTiles = 2, kOCols = 64, kONTiles = kOCols / 8;
+  static constexpr int o_row0(int warp) { return warp / 4 * 32; }
+  static constexpr int o_col0(int warp) { return warp % 4 * kOCols; }
+  static constexpr int kRowsPerWarp = kRows / kWarps;  // the softmax's, as in Variant
+  static constexpr int kLanesPerRow = 32 / kRowsPerWarp;
+  static constexpr int kTokensPerLane = kTokens / kLanesPerRow;
+  static constexpr int kMinBlocks = 1;
+  // Two groups: warps 4 g .. 4 g + 3 hold rows 32 g .. + 32 in every step (scores, softmax,
+  // P.V), so the groups run half a tile apart (halves_loop's schedule, one's softmax beside the
+  // other's products; 10-11% faster than both groups in step, H100) and exchange their
+  // partials with barriers of their own. Warp w's scores: rows score_row0 .. + 16, tokens
+  // score_tok0 .. + 16 of the tile.
+  static constexpr int kGroups = 2;
+  static constexpr int score_row0(int warp) {
+    return warp / 4 * 32 + warp % 2 * 16;
+  }
+  static constexpr int score_tok0(int warp) {
+    return warp / 2 % 2 * 16;
+  }
+  // Shared memory, in this order: the KV stages (Q staged in stages 1-2 by the prologue); this
+  // CTA's score partial; two receive buffers for the partner's (it pushes tile i + 1's while
+  // this CTA may still read tile i's); P; a row's alpha and lse; the page-id ring; mbarriers
+  // full[2] (the partner's bytes landed in receive buffer b) and empty[2] (the partner has read
+  // what this CTA pushed into its buffer b).
+  static constexpr int kOwnOffset = kStages * kStageBytes;
+  static constexpr int kRecvOffset = kOwnOffset + kScoreBytes;
+  static constexpr int kPOffset = kRecvOffset + 2 * kScoreBytes;
+  static constexpr int kAlphaOffset = kPOffset + kRows * kPStride * 2;
+  static constexpr int kLseOffset = kAlphaOffset + kRows * 4;
+  static constexpr int kIdxOffset = kLseOffset + kRows * 4;
+  static constexpr int kBarOffset = kIdxOffset + kStages * kTokens * 4;
+  static constexpr int kSmemBytes = kBarOffset + 8 * 8;  // full[group][2], empty[group][2]
+  static constexpr int kQOffset = kStageBytes;
+  static_assert(kQOffset + kRows * kRowBytes <= kOwnOffset && kBarOffset % 8 == 0);
+  static_assert(kTokens * 8 == kThreads, "8 threads copy a token");
+};
+
 // The variants, with the main loop (kernel.cuh) each runs: in_order_loop with 2 stages,
 // halves_loop for 64 rows of 32-token tiles, overlap_loop otherwise.
 using VariantR32S2 = Variant<2, 2>;  // 32 rows, 2 stages: fits 99 KB (sm_86/89/120); in_order
@@ -141,6 +213,7 @@ using VariantR64S3 = Variant<4, 3>;   // 64 rows, 3 stages: sm_80 (163 KB per bl
 using VariantR64S4 = Variant<4, 4>;   // 64 rows, 4 stages: sm_90/100 (227 KB per block); halves
 using VariantR16S2Bulk = Variant<1, 2, true>;      // 16 rows, bulk copies (sm_90+); in_order
 using VariantR64S3T16 = Variant<4, 3, false, 16>;  // 64 rows, 3 x 16 tokens: 99 KB; overlap
+using VariantR64C2 = PairVariant;  // 64 rows, 3 x 32 tokens, a pair of CTAs: 99 KB, sm_90+
 
 // Whether code for SM version `sm` runs mma.sync e4m3 natively (one QMMA in the SASS: sm_89,
 // sm_120 and sm_121): where Precision::kFast runs its FP8 products.
@@ -151,6 +224,7 @@ inline constexpr int kSmemLimitConsumer = 101376;  // per block on sm_86, sm_89,
 static_assert(VariantR32S2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantR16S2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantR64S3T16::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
+static_assert(VariantR64C2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_120");
 static_assert(VariantR32S3::kSmemBytes <= 163 * 1024, "must fit sm_80");
 static_assert(VariantR32S4::kSmemBytes <= 227 * 1024, "must fit sm_90/sm_100");
 static_assert(VariantR64S3::kSmemBytes <= 163 * 1024, "must fit sm_80");
@@ -167,6 +241,7 @@ enum class VariantId : int {
   kR64S4 = 5,
   kR16S2Bulk = 6,
   kR64S3T16 = 7,
+  kR64C2 = 8,
 };
 
 // Per-architecture table: the variant a device runs for requests of at most 16 rows, at most
@@ -179,6 +254,8 @@ enum class VariantId : int {
 // unmeasured). With an e4m3 cache (576-byte rows) they are slower (D1 0.158 ms against 0.132
 // on r16-s2), so e4m3 decode takes `up_to_16_rows_e4m3`. Figures, H200:
 // docs/kernels/portable-mma.md. What each architecture's code holds: variant_in_build below.
+// The pair variant is in no table (it measured slower than r64-s3-t16 under the sm_120 table:
+// docs/kernels/portable-mma.md, "The pair variant"); PlanTuning::pair_ctas runs it.
 struct TileConfig {
   int arch;  // SM version the entry is for
   VariantId up_to_16_rows, up_to_32_rows, more_rows;
@@ -233,6 +310,8 @@ constexpr decltype(auto) with_variant(VariantId id, F&& f) {
       return f(VariantR16S2Bulk{});
     case VariantId::kR64S3T16:
       return f(VariantR64S3T16{});
+    case VariantId::kR64C2:
+      return f(VariantR64C2{});
     case VariantId::kR16S2:
     case VariantId::kNone:
       break;
@@ -243,7 +322,7 @@ constexpr decltype(auto) with_variant(VariantId id, F&& f) {
 // The VariantId of variant type V (kNone for a type no id names).
 template <typename V>
 constexpr VariantId variant_id() {
-  for (int i = 0; i <= static_cast<int>(VariantId::kR64S3T16); ++i) {
+  for (int i = 0; i <= static_cast<int>(VariantId::kR64C2); ++i) {
     const auto id = static_cast<VariantId>(i);
     if (with_variant(id, [](auto v) { return std::is_same_v<decltype(v), V>; })) return id;
   }
@@ -278,6 +357,7 @@ constexpr bool instance_selectable(KvMode mode) {
   constexpr VariantId id = variant_id<V>();
   if (mode == KvMode::kE4M3) return e4m3_variant(id);
   if (mode == KvMode::kE4M3Fast) return fast_mode_variant(id);
+  if (id == VariantId::kR64C2) return true;  // PlanTuning::pair_ctas, 16-bit caches
   for (const TileConfig& c : kTileConfigs)
     if (table_selects(c.arch, id)) return true;
   return false;
@@ -292,10 +372,11 @@ constexpr int smem_per_block(int arch) {
 }
 
 // Whether variant V can exist in code compiled for SM version `arch`: its shared memory fits
-// a block there, and bulk copies need sm_90 or newer.
+// a block there, and bulk copies and clusters need sm_90 or newer.
 template <typename V>
 constexpr bool variant_fits(int arch) {
-  return V::kSmemBytes <= smem_per_block(arch) && (!V::kBulk || arch >= 90);
+  return V::kSmemBytes <= smem_per_block(arch) && (!V::kBulk || arch >= 90) &&
+         (V::kClusterCtas == 1 || arch >= 90);
 }
 constexpr bool variant_fits(VariantId id, int arch) {
   return id != VariantId::kNone &&

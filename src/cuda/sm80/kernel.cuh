@@ -20,13 +20,15 @@
 // A request with one chunk writes out/lse directly; otherwise each chunk writes a
 // normalised partial (in the output's type) and its lse, merged by the combine kernel
 // (cuda/common/combine.cu). Rows that come out with a non-finite value are recomputed exactly
-// (cuda/common/nonfinite.cuh). Figures and limits: docs/kernels/portable-mma.md.
+// (cuda/common/nonfinite.cuh). The pair variant (PairVariant, config.h) runs pair_cta
+// (pair_kernel.cuh) instead of verify_cta. Figures and limits: docs/kernels/portable-mma.md.
 #pragma once
 
 #include "cuda/common/arch.cuh"
 #include "cuda/common/nonfinite.cuh"
 #include "cuda/sm80/build.h"
 #include "cuda/sm80/fp8_ops.cuh"
+#include "cuda/sm80/pair_kernel.cuh"
 #include "cuda/sm80/tile_ops.cuh"
 
 namespace treeverify::cuda::sm80 {
@@ -341,8 +343,14 @@ __global__ void __launch_bounds__(kThreads, V::kMinBlocks)
 #if TV_HAS_MMA_SYNC_16816
   constexpr int kArch = __CUDA_ARCH__ / 10;
   if constexpr (kMode == KvMode::kE4M3Fast ? fast_compiled_for<V>(kArch)
-                                           : variant_compiled_for<V>(kArch))
-    verify_cta<T, V, kMode>(p);
+                                           : variant_compiled_for<V>(kArch)) {
+    if constexpr (V::kClusterCtas > 1) {
+      static_assert(kMode == KvMode::k16, "the pair variant reads 16-bit caches only");
+      pair_cta<T, V>(p);
+    } else {
+      verify_cta<T, V, kMode>(p);
+    }
+  }
   else  // a constant message: printf with arguments would need a stack frame
     printf(
         "treeverify: this verify_mma_kernel variant is not compiled for this architecture "

@@ -12,11 +12,29 @@ cudaError_t raise_smem_limit() {
   return cuda::raise_smem_limit<verify_mma_kernel<T, V, kMode>, V::kSmemBytes>();
 }
 
+// grid.x counts row blocks; a variant of V::kClusterCtas CTAs a row block (the pair variant)
+// launches that many a block, as one cluster.
 template <typename T, typename V, KvMode kMode>
 cudaError_t launch_verify(const VerifyKernelParams& params, dim3 grid, cudaStream_t stream) {
   if (cudaError_t err = raise_smem_limit<T, V, kMode>(); err != cudaSuccess) return err;
-  verify_mma_kernel<T, V, kMode><<<grid, kThreads, V::kSmemBytes, stream>>>(params);
-  return cudaGetLastError();
+  if constexpr (V::kClusterCtas == 1) {
+    verify_mma_kernel<T, V, kMode><<<grid, kThreads, V::kSmemBytes, stream>>>(params);
+    return cudaGetLastError();
+  } else {
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = V::kClusterCtas;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(grid.x * V::kClusterCtas, grid.y, grid.z);
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = V::kSmemBytes;
+    config.stream = stream;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, verify_mma_kernel<T, V, kMode>, params);
+  }
 }
 
 template <typename T, typename V, KvMode kMode>

@@ -231,23 +231,32 @@ __device__ __forceinline__ int p8_offset(int tau) {
 // `score_scale` is the factor between the products' scores and the true ones: the cache's
 // kv_scale for e4m3 (the products used the stored codes) times Q's row scale (prepare_q_f16,
 // quantize_q).
-template <typename T, typename V, bool kE4M3 = false, bool kFast = false>
+// kParts: the partials summed, kKGroups of them at s_red; or 2 (the pair kernel,
+// pair_kernel.cuh): this CTA's at s_red and its partner's at s_red_partner, the same layout.
+template <typename T, typename V, bool kE4M3 = false, bool kFast = false, int kParts = kKGroups>
 __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
                                              const float* s_red, T* s_p, float* s_alpha, int first,
                                              const uint32_t* mask_row, int own_node, bool row_valid,
-                                             RowState& st, float score_scale = 1.f) {
+                                             RowState& st, float score_scale = 1.f,
+                                             const float* s_red_partner = nullptr) {
   const float scale_log2 = kE4M3 ? p.scale_log2 * score_scale : p.scale_log2;
   const int lane = threadIdx.x % 32;
   const int row = (threadIdx.x / 32) * V::kRowsPerWarp + lane / V::kLanesPerRow;
   const int col = (lane % V::kLanesPerRow) * V::kTokensPerLane;
   constexpr int kN = V::kTokensPerLane;
   float x[kN] = {};
+  static_assert(kParts == kKGroups || kParts == 2);
 #pragma unroll
-  for (int g = 0; g < kKGroups; ++g) {
+  for (int g = 0; g < kParts; ++g) {
 #pragma unroll
     for (int j = 0; j < kN; j += 2) {
-      const float2 v =
-          *reinterpret_cast<const float2*>(s_red + (g * V::kRows + row) * V::kRedStride + col + j);
+      float2 v;
+      if constexpr (kParts == 2)
+        v = *reinterpret_cast<const float2*>((g == 0 ? s_red : s_red_partner) +
+                                             row * V::kRedStride + col + j);
+      else
+        v = *reinterpret_cast<const float2*>(s_red + (g * V::kRows + row) * V::kRedStride + col +
+                                             j);
       x[j] += v.x, x[j + 1] += v.y;
     }
   }
@@ -354,7 +363,7 @@ __device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const floa
       uint32_t vb[4];
       const int tok = ks * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
       const int col = col0 + np * 16 + 8 * (lane / 16);
-      ldmatrix_x4_trans(vb, stage + tok * kKVRowBytes + col * 2);
+      ldmatrix_x4_trans(vb, stage + tok * V::kRowBytes + col * 2);
 #pragma unroll
       for (int mt = 0; mt < V::kOMTiles; ++mt) {
         mma_16816<T>(o[mt][2 * np], pa[mt], vb[0], vb[1]);
@@ -372,11 +381,13 @@ __device__ __forceinline__ void pv_tile(uint32_t stage, uint32_t s_p, const floa
 // 448 in fast mode (P was p x 448); `part_scale` the same without kv_scale, for a partial,
 // which stays in the codes' units (the combine applies kv_scale: combine.cuh). kPermuted: O's
 // columns in the order of the products on the e4m3 tile (pv_tile_e4m3_exact, pv_tile_e4m3).
+// The pair kernel's CTAs hold O's columns from col_base (0 or 256) and only one writes lse.
 template <typename T, typename V, bool kE4M3 = false, bool kPermuted = false>
 __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaWork& w,
                                          const RowState& st, float* s_inv_l, float* s_lse,
                                          const float (&o)[V::kOMTiles][V::kONTiles][4],
-                                         float v_scale = 1.f, float part_scale = 1.f) {
+                                         float v_scale = 1.f, float part_scale = 1.f,
+                                         int col_base = 0, bool write_lse = true) {
   // w.final_out again (kv_len <= the chunk length: the chunk is the whole sequence), from
   // values the loop keeps anyway: a register holding the flag through the loop spills the 64-row
   // variants on sm_90 and sm_100, and so does reading the chunk length (a graph plan's is in
@@ -451,7 +462,7 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
         // 2 columns a lane (half a sector a quad), each address made at its store.
 #pragma unroll
         for (int nt = 0; nt < V::kONTiles; ++nt) {
-          const int col = V::o_col0(warp) + nt * 8 + 2 * (lane % 4);
+          const int col = col_base + V::o_col0(warp) + nt * 8 + 2 * (lane % 4);
           const uint32_t v = pack2<T>(o[mt][nt][2 * hi] * inv_l, o[mt][nt][2 * hi + 1] * inv_l);
           if (final_out)
             *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) +
@@ -464,7 +475,7 @@ __device__ __forceinline__ void epilogue(const VerifyKernelParams& p, const CtaW
       }
     }
   }
-  if (threadIdx.x < V::kRows && w.row0 + static_cast<int>(threadIdx.x) < w.rows_b) {
+  if (write_lse && threadIdx.x < V::kRows && w.row0 + static_cast<int>(threadIdx.x) < w.rows_b) {
     const int64_t grow = static_cast<int64_t>(w.q0) * H + w.row0 + threadIdx.x;
     if (final_out) {
       if (p.lse != nullptr) p.lse[grow] = s_lse[threadIdx.x] * kLn2;

@@ -12,6 +12,7 @@ namespace treeverify::cuda::sm90 {
 
 struct WgmmaTile {
   static constexpr int kRows = 64;  // query rows a CTA: wgmma's M
+  static constexpr int kClusterCtas = 1;  // CTAs a row block (cta_work)
   // KV tokens a tile; the consumer warpgroups score alternate tiles.
   static constexpr int kTokens = 64;
   static constexpr int kStages = 2;  // KV tiles in shared memory: the one in use, the next
