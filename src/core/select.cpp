@@ -57,8 +57,8 @@ Facts wgmma_facts(const DeviceDescription& d, DType dtype, KvMode mode) {
 // The split schedule's cost model for a kernel on a device (split_schedule.h), measured on the
 // H200 (docs/kernels/portable-mma.md, "The schedule"): a portable CTA takes 62 ns a KV token at
 // 64 rows (compute-bound), 39 ns at 32 rows and 60 ns at 16 (its 2-stage pipe waits on
-// memory), the wgmma kernel 37 ns, the pair variant's CTA pair 48 ns (V3, H100, 2026-12-07:
-// 3.15 ms for 65,536 tokens); a CTA's fixed cost is 12 us at 64 portable rows and 9.5 us
+// memory), the wgmma kernel 37 ns, the pair variant's CTA pair 48 ns (its V3 time, "The pair
+// variant" in that doc); a CTA's fixed cost is 12 us at 64 portable rows and 9.5 us
 // otherwise (the wgmma kernel's is not measured apart: priced as the small variants', which
 // picks the grid that measured fastest for S1; an e4m3 cache keeps 12 us, its first tile is
 // copied then widened). Other devices and tables use the same figures: they steer the choice,

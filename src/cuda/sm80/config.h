@@ -175,9 +175,9 @@ struct PairVariant {
   static constexpr int kMinBlocks = 1;
   // Two groups: warps 4 g .. 4 g + 3 hold rows 32 g .. + 32 in every step (scores, softmax,
   // P.V), so the groups run half a tile apart (halves_loop's schedule, one's softmax beside the
-  // other's products; 10-11% faster than both groups in step, H100) and exchange their
-  // partials with barriers of their own. Warp w's scores: rows score_row0 .. + 16, tokens
-  // score_tok0 .. + 16 of the tile.
+  // other's products; faster than both groups in step: docs/kernels/portable-mma.md) and
+  // exchange their partials with barriers of their own. Warp w's scores: rows score_row0 ..
+  // + 16, tokens score_tok0 .. + 16 of the tile.
   static constexpr int kGroups = 2;
   static constexpr int score_row0(int warp) {
     return warp / 4 * 32 + warp % 2 * 16;
