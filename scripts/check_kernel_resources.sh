@@ -2,7 +2,8 @@
 # Compiles every kernel for every release architecture with ptxas' resource report, prints
 # registers / spills / stack / static shared memory per kernel, and fails if any kernel
 # spills, uses a stack frame (local memory), needs more than 255 registers, or has its wgmma
-# serialized by ptxas.
+# serialized by ptxas (spills of fast-mode kernels where e4m3 mma.sync is emulated, which ship
+# nowhere, are shown but pass).
 # Which verify variants are real kernels on an architecture and which are trap stubs (no
 # barriers; not listed, counted per architecture) follows BUILD_DIR's configuration
 # (src/cuda/sm80/build.h): a release build (TREEVERIFY_ALL_VARIANTS=OFF) compiles each
@@ -40,7 +41,13 @@ for arch in "${archs[@]}"; do
       -o "$tmp/out.o" >"$log" 2>&1 || { cat "$log"; echo "FAILED to compile $src for sm_$arch"; exit 1; }
     # ptxas prints: "Compiling entry function 'NAME'", then "N bytes stack frame, N bytes spill
     # stores, N bytes spill loads", then "Used N registers, ... N bytes smem".
-    awk -v arch="$arch" '
+    # Fast-mode instances on an architecture without native e4m3 mma.sync (sm_90, sm_100:
+    # F2FP unpacks + HMMA; native on sm_89 and sm_120/121) are built by developer builds
+    # only, to test their arithmetic there (src/CMakeLists.txt): their spills are shown, not
+    # failed.
+    emulated=0
+    [[ "$src" == *_e4m3_fast.cu && ! "$arch" =~ ^(89|120|121) ]] && emulated=1
+    awk -v arch="$arch" -v emulated="$emulated" '
       /Compiling entry function/ { match($0, /'"'"'[^'"'"']+'"'"'/); name = substr($0, RSTART + 1, RLENGTH - 2) }
       /bytes stack frame/ { stack = $1; st = $5; ld = $9 }
       /Used [0-9]+ registers/ {
@@ -52,8 +59,9 @@ for arch in "${archs[@]}"; do
         gsub(/treeverify::cuda::(sm80::|sm90::)?|\(anonymous namespace\)::|__nv_|VerifyKernelParams|\(\)/, "", short)
         sub(/^void /, "", short); gsub(/, /, ",", short); gsub(/> >/, ">>", short)
         if (length(short) > 58) short = substr(short, 1, 55) "..."
-        if (!stub) printf "%-6s %-58s %5s %7s %7s %6s %8s\n", "sm_" arch, short, regs, st, ld, stack, smem
-        if (st + 0 > 0 || ld + 0 > 0 || stack + 0 > 0 || regs + 0 > 255) bad = 1
+        if (!stub) printf "%-6s %-58s %5s %7s %7s %6s %8s%s\n", "sm_" arch, short, regs, st, ld, stack, smem,
+          emulated ? " (emulated e4m3 mma: tests only)" : ""
+        if ((st + 0 > 0 || ld + 0 > 0 || stack + 0 > 0) && !emulated || regs + 0 > 255) bad = 1
       }
       END { exit bad }' "$log" || fail=1
     # ptxas serializes every wgmma of a kernel (an "info" line, C7512/C7514/C7520...) when

@@ -44,11 +44,28 @@ FastQRow fast_q_row(const T* q, int n) {
 // round-to-nearest-even conversion (as cvt.rn.satfinite.e4m3x2.f32 does).
 inline uint8_t fast_q_code(float q, const FastQRow& row) { return float_to_e4m3(q * row.inv); }
 
-// In place: each value of the row replaced by the one the fast kernels' Q.K products see.
-inline void round_q_row_fast(double* q, int n) {
+// The code of the value's second term, with the same scale: what the first leaves of the
+// float32 product, rounded the same way (x - e4m3(x) is exact in float32).
+inline uint8_t fast_q_lo_code(float q, const FastQRow& row) {
+  const float x = q * row.inv;
+  return float_to_e4m3(x - e4m3_to_float(float_to_e4m3(x)));
+}
+
+// How many e4m3 terms a fast kernel holds each Q value in: two (hi + lo, the second the
+// first's rounding error) in the mma.sync kernels (cuda/sm80/fp8_ops.cuh, quantize_q), one in
+// the sm_90a wgmma kernel (cuda/sm90/fast_operands.cuh).
+inline constexpr int kFastQTerms = 2;
+inline int fast_q_terms(const Plan& plan) { return plan.state.wgmma ? 1 : kFastQTerms; }
+
+// In place: each value of the row replaced by the one the fast kernels' Q.K products see,
+// for a kernel that holds Q in `terms` (1 or 2) e4m3 terms.
+inline void round_q_row_fast(double* q, int n, int terms) {
   const FastQRow row = fast_q_row(q, n);
   for (int c = 0; c < n; ++c) {
-    q[c] = e4m3_to_float(fast_q_code(static_cast<float>(q[c]), row)) * row.scale;
+    const float v = static_cast<float>(q[c]);
+    double codes = e4m3_to_float(fast_q_code(v, row));
+    if (terms == 2) codes += e4m3_to_float(fast_q_lo_code(v, row));
+    q[c] = codes * row.scale;
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "core/fp8_rounding.h"
 #include "treeverify/graph.h"
 #include "treeverify/merge.h"
 #include "treeverify/verify.h"
@@ -36,15 +37,17 @@ inline constexpr double kFastPCodeMargin = 1e-4;
 // lengths (PlanState), the oracle with fast rounding subtracts the same maxima, so its P codes
 // are the kernel's (up to float rounding of the max); without them it subtracts the row's max,
 // and its P matches the kernel's in the size of its error only.
-struct FastPMaxima {
+// With them goes the number of e4m3 terms the kernel holds Q in (fast_q_terms).
+struct FastRounding {
   int32_t chunk_tokens = 0;  // 0: one chunk
   int32_t tile_tokens = 0;   // 0: the row's max
   // The out_slack's margin (kFastPCodeMargin for fp32 scores; wider for a kernel whose scores
   // carry larger errors: testing::tolerance_for).
   double p_code_margin = kFastPCodeMargin;
+  int q_terms = kFastQTerms;  // 2: the mma.sync kernels' hi + lo; 1: the sm_90a wgmma kernel's
 };
 Status reference_attention(const Plan& plan, const VerifyTensors& tensors, bool round_p,
-                           ReferenceResult* result, FastPMaxima maxima = {});
+                           ReferenceResult* result, FastRounding rounding = {});
 
 // Backend kCpuReference: reference_attention rounded into out (dtype) and lse (fp32).
 Status cpu_reference_run(const Plan& plan, const VerifyTensors& tensors);

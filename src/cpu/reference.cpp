@@ -40,7 +40,7 @@ std::vector<uint8_t> tree_visibility(const int32_t* parents, int32_t num_nodes) 
 }
 
 void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSpan& req,
-                       bool round_p, FastPMaxima maxima, ReferenceResult* res) {
+                       bool round_p, FastRounding rounding, ReferenceResult* res) {
   const int32_t heads = plan.num_heads, nodes = req.num_nodes;
   const int64_t kvl = req.kv_len, rows = int64_t{nodes} * heads;
   const double scale = plan.softmax_scale;
@@ -72,7 +72,8 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
       load_row(plan.dtype, q + (req.q0 + node) * st.q_token + head * st.q_head, kQKDim,
                &qd[r * kQKDim]);
       row_bad[r] = any_nonfinite(&qd[r * kQKDim], kQKDim);
-      if (fast) round_q_row_fast(&qd[r * kQKDim], kQKDim);  // a bad row is NaN whatever it holds
+      // A bad row is NaN whatever it holds.
+      if (fast) round_q_row_fast(&qd[r * kQKDim], kQKDim, rounding.q_terms);
     }
     // Pass 1: scaled scores, token-outer so each KV row is decoded once per block.
     for (int64_t tok = 0; tok < kvl; ++tok) {
@@ -92,7 +93,7 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
     // subtracts a running max, not the row max; the difference is far below the rounding step
     // itself. It moves where the rounding steps fall, so the rounded P matches the kernel's
     // in size of error, not bit for bit, for tiles before the row's max; fast rounding with
-    // `maxima` subtracts the kernel's running maxima instead, FastPMaxima.)
+    // `rounding` subtracts the kernel's running maxima instead, FastRounding.)
     for (int64_t r = 0; r < nr; ++r) {
       double* sr = &s[r * kvl];
       const double mx = *std::max_element(sr, sr + kvl);
@@ -109,13 +110,13 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
         res->lse[out_row] = kNegInf;
         continue;
       }
-      if (fast && maxima.tile_tokens > 0) {
-        const int64_t chunk = maxima.chunk_tokens > 0 ? maxima.chunk_tokens : kvl;
+      if (fast && rounding.tile_tokens > 0) {
+        const int64_t chunk = rounding.chunk_tokens > 0 ? rounding.chunk_tokens : kvl;
         for (int64_t c0 = 0; c0 < kvl; c0 += chunk) {
           const int64_t c1 = std::min(kvl, c0 + chunk);
           double run = kNegInf;  // the chunk's running max, through the current tile
-          for (int64_t t0 = c0; t0 < c1; t0 += maxima.tile_tokens) {
-            const int64_t t1 = std::min(c1, t0 + maxima.tile_tokens);
+          for (int64_t t0 = c0; t0 < c1; t0 += rounding.tile_tokens) {
+            const int64_t t1 = std::min(c1, t0 + rounding.tile_tokens);
             run = std::max(run, *std::max_element(sr + t0, sr + t1));
             for (int64_t tok = t0; tok < t1; ++tok) {
               const double p = std::exp(sr[tok] - mx);
@@ -127,8 +128,8 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
               // Rounded relative to `run`, as the kernel holds it, then brought to the row max.
               const double x = std::exp(sr[tok] - run), to_row = std::exp(run - mx);
               sr[tok] = round_p_fast(x) * to_row;
-              const double lo = round_p_fast(x * (1 - maxima.p_code_margin));
-              const double hi = round_p_fast(x * (1 + maxima.p_code_margin));
+              const double lo = round_p_fast(x * (1 - rounding.p_code_margin));
+              const double hi = round_p_fast(x * (1 + rounding.p_code_margin));
               flip[r * kvl + tok] = (hi - lo) * to_row;
             }
           }
@@ -178,7 +179,7 @@ void reference_request(const Plan& plan, const VerifyTensors& t, const RequestSp
 }  // namespace
 
 Status reference_attention(const Plan& plan, const VerifyTensors& tensors, bool round_p,
-                           ReferenceResult* result, FastPMaxima maxima) {
+                           ReferenceResult* result, FastRounding rounding) {
   TV_REQUIRE(result != nullptr, "result", "null");
   TV_RETURN_IF_ERROR(check_host_inputs(plan, tensors, /*need_out=*/false));
   // As plan() requires: fast rounding exists for e4m3 caches only.
@@ -190,11 +191,11 @@ Status reference_attention(const Plan& plan, const VerifyTensors& tensors, bool 
   ReferenceResult res;
   res.out.assign(rows * kVDim, 0.0);
   res.lse.assign(rows, kNegInf);
-  if (round_p && plan.precision == Precision::kFast && maxima.tile_tokens > 0)
+  if (round_p && plan.precision == Precision::kFast && rounding.tile_tokens > 0)
     res.out_slack.assign(rows, 0.0);
   for (int32_t b = 0; b < plan.batch_size; ++b) {
     const RequestSpan req = request_span(tensors, b);
-    if (req.num_nodes > 0) reference_request(plan, tensors, req, round_p, maxima, &res);
+    if (req.num_nodes > 0) reference_request(plan, tensors, req, round_p, rounding, &res);
   }
   *result = std::move(res);
   return Status::Ok();

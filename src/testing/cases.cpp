@@ -221,6 +221,26 @@ HostCase make_case(const CaseSpec& spec) {
   return c;
 }
 
+void add_outlier_channels(HostCase& host) {
+  constexpr int kChannels[] = {3, 77, 130, 200, 311, 402, 450, 509};
+  const DType dt = host.spec.dtype;
+  for (size_t r = 0; r < host.q.size() / kQKDim; ++r)
+    for (int c : kChannels) {
+      uint16_t& v = host.q[r * kQKDim + c];
+      v = float_to_half(dt, 20.f * half_to_float(dt, v));
+    }
+  for (size_t r = 0; r < host.kv.size() / kQKDim; ++r)
+    for (int c : kChannels) {
+      uint16_t& v = host.kv[r * kQKDim + c];
+      v = float_to_half(dt, 20.f * half_to_float(dt, v));
+    }
+  for (size_t r = 0; r < host.kv8.size() / kQKDim; ++r)
+    for (int c : kChannels) {
+      uint8_t& k = host.kv8[r * kQKDim + c];
+      k = float_to_e4m3(20.f * e4m3_to_float(k));
+    }
+}
+
 // docs/BENCH.md's roofline bytes: the KV rows of each request read once, (L + T) * 576 * 2. q, out
 // and lse are left out on purpose, as in docs/BENCH.md, so that GB/s and fractions of roofline
 // are comparable with its anchor tables (they add under 3% for every suite case).

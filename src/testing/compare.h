@@ -51,7 +51,7 @@ inline constexpr double kLseAbsTol = 1e-5;
 // maxima): the bounds on out (relative Frobenius; rows kRowTolFactor times it, beyond their
 // slack) and lse (absolute, natural log), and the relative distance of p x 448 from an e4m3
 // rounding midpoint inside which the kernel's P code may differ from the oracle's (the
-// oracle's slack, FastPMaxima::p_code_margin). One function for `treeverify check`, bench and
+// oracle's slack, FastRounding::p_code_margin). One function for `treeverify check`, bench and
 // the GPU tests, so they hold a kernel to the same figures.
 struct Tolerance {
   double out = kOutRelTol;

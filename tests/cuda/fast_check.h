@@ -21,15 +21,27 @@ namespace treeverify::testing {
 // on a heavy token puts a row of a 64-request decode batch at 2.13e-2 (seed
 // 17643779267259826339; that row's slack on the CPU, chunks of 256 or 384 tokens:
 // 2.12-2.13e-2).
-// Against exact attention on the same cache: Q's and P's e4m3 rounding (3 mantissa bits), on
-// N(0, 1) data: out [8.5e-2, worst row 0.22 (checked against 3x the bound)], lse [0.30 nats].
-inline constexpr double kExactOutTol = 0.12;
-inline constexpr double kExactLseTol = 0.4;
+// Against exact attention on the same cache: Q's and P's e4m3 rounding (3 mantissa bits).
+// The mma.sync kernels hold Q in two e4m3 terms (core/fp8_rounding.h, fast_q_terms), the
+// sm_90a wgmma kernel in one.
+// - One term, on N(0, 1) data: out [8.5e-2, worst row 0.22 (checked against 3x the bound)],
+//   lse [0.30 nats] on the H200.
+// - Two terms: what is left is mostly P's step; on the CPU oracle (tests/cpu/test_precision.cpp)
+//   out 1.2e-2, lse 3.0e-3. The bounds leave room for longer rows and the kernels' fp32 sums.
+inline constexpr double kExactOutTol = 0.05;
+inline constexpr double kExactLseTol = 0.05;
+inline constexpr double kOneTermExactOutTol = 0.12;
+inline constexpr double kOneTermExactLseTol = 0.4;
 // The same with 8 of the 512 latent channels 20x larger in q and K, as real latent caches
-// have: Q's one scale a row leaves the other channels few bits. out [3.3e-2, row 0.12], lse
-// [2.96-3.83 nats over three runs: the bound leaves room for the seed].
-inline constexpr double kOutlierOutTol = 0.12;
-inline constexpr double kOutlierLseTol = 6.0;
+// have: their scores carry Q's error times their size.
+// - One term: out [3.3e-2, row 0.12], lse [2.96-3.83 nats over three runs] on the H200: the
+//   bound leaves room for the seed.
+// - Two terms: issue 53's bound, lse 0.5 nats and out 0.1 (the CPU oracle: lse 5.8-7.3e-2,
+//   out 3.2-6.8e-3).
+inline constexpr double kOutlierOutTol = 0.1;
+inline constexpr double kOutlierLseTol = 0.5;
+inline constexpr double kOneTermOutlierOutTol = 0.12;
+inline constexpr double kOneTermOutlierLseTol = 6.0;
 
 // Why the CUDA backend's plan for `host` under `o` (precision set to fast here) does not run
 // fast mode: the plan's error, or its reason line when it runs exact; empty when it runs fast.
@@ -83,7 +95,9 @@ inline const TileConfigs& fast_tables() {
   } while (0)
 
 struct Bounds {
+  // Against the exact oracle: the mma.sync kernels' (Q in two terms), the wgmma kernel's (one).
   double exact_out = kExactOutTol, exact_lse = kExactLseTol;
+  double one_term_exact_out = kOneTermExactOutTol, one_term_exact_lse = kOneTermExactLseTol;
   // The plan's same-rounding bounds times this on the wgmma kernel, whose FP8 sums err in
   // proportion to the scores' size (testing::tolerance_for): 10 for outlier channels (on the
   // H200 lse 5.7e-2, out 5.6e-3, worst row 2.6e-2 against the plain bounds 1e-2, 8e-3).
@@ -103,11 +117,12 @@ inline detail::ReferenceResult fast_oracle(const HostCase& host, Precision preci
   ro.round_p = fast;  // cpu-reference computes the precision asked only with round_p
   EXPECT_TRUE(plan(host.problem(), ro, &rp).ok());
   EXPECT_EQ(rp.precision, precision);
-  const detail::FastPMaxima maxima{.chunk_tokens = gpu_plan.state.chunk_tokens,
-                                   .tile_tokens = gpu_plan.state.tile_tokens,
-                                   .p_code_margin = tolerance_for(gpu_plan).p_code_margin};
+  const detail::FastRounding rounding{.chunk_tokens = gpu_plan.state.chunk_tokens,
+                                      .tile_tokens = gpu_plan.state.tile_tokens,
+                                      .p_code_margin = tolerance_for(gpu_plan).p_code_margin,
+                                      .q_terms = detail::fast_q_terms(gpu_plan)};
   const Status s = detail::reference_attention(rp, host.tensors(nullptr, nullptr),
-                                               /*round_p=*/fast, &ref, maxima);
+                                               /*round_p=*/fast, &ref, rounding);
   EXPECT_TRUE(s.ok()) << s.to_string();
   return ref;
 }
@@ -135,7 +150,10 @@ inline void expect_fast_matches(const HostCase& host, GpuOptions options, const 
   const double scale = gpu.plan.state.wgmma ? b.wgmma_same_scale : 1;
   EXPECT_TRUE(cs.ok(same_tol.out * scale, same_tol.lse * scale))
       << what << ", same rounding: " << cs.to_string();
-  EXPECT_TRUE(ce.ok(b.exact_out, b.exact_lse)) << what << ", exact: " << ce.to_string();
+  const bool one_term = detail::fast_q_terms(gpu.plan) == 1;
+  EXPECT_TRUE(ce.ok(one_term ? b.one_term_exact_out : b.exact_out,
+                    one_term ? b.one_term_exact_lse : b.exact_lse))
+      << what << ", exact: " << ce.to_string();
 }
 
 inline void expect_fast_matches(const CaseSpec& spec, const GpuOptions& options,

@@ -206,29 +206,6 @@ inline void print_accuracy(const std::string& kernel, const char* oracle, const 
               oracle, c.out_rel_fro, c.out_row_rel_max, raw.c_str(), c.lse_max_abs, what.c_str());
 }
 
-// Makes 8 of the 512 latent channels of q and of the cache 20x larger, as real latent caches
-// have outlier channels (an e4m3 cache re-encoded, still inside e4m3's range for kv_scale
-// 1/64 and N(0, 1) values).
-inline void add_outlier_channels(HostCase& host) {
-  constexpr int kChannels[] = {3, 77, 130, 200, 311, 402, 450, 509};
-  const DType dt = host.spec.dtype;
-  for (size_t r = 0; r < host.q.size() / kQKDim; ++r)
-    for (int c : kChannels) {
-      uint16_t& v = host.q[r * kQKDim + c];
-      v = float_to_half(dt, 20.f * half_to_float(dt, v));
-    }
-  for (size_t r = 0; r < host.kv.size() / kQKDim; ++r)
-    for (int c : kChannels) {
-      uint16_t& v = host.kv[r * kQKDim + c];
-      v = float_to_half(dt, 20.f * half_to_float(dt, v));
-    }
-  for (size_t r = 0; r < host.kv8.size() / kQKDim; ++r)
-    for (int c : kChannels) {
-      uint8_t& k = host.kv8[r * kQKDim + c];
-      k = float_to_e4m3(20.f * e4m3_to_float(k));
-    }
-}
-
 // Gives every row the same scores, in steps along its request's keys (log2 units): 0 for the
 // first half, 9 for key L / 2, 4 to three quarters, 12 to the end. So the running max
 // moves by more than kMaxLag (8, the kernels' lag) at the middle key, where the first

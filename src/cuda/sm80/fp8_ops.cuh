@@ -4,9 +4,10 @@
 //   each K and V value is widened in registers after its ldmatrix (exact: every e4m3 value
 //   is an fp16 value), the 64-row ones widen the tile in shared memory first
 //   (Variant::kE4M3InRegisters, dequantize_tile);
-// - fast mode (Precision::kFast, KvMode::kE4M3Fast): Q rounded to e4m3 with a scale a row,
-//   S = Q K^T and O += P V as e4m3 mma.sync products (QMMA, native on sm_89 and sm_120). The
-//   fragment plan and where it comes from: docs/kernels/fp8-fast-mode.md.
+// - fast mode (Precision::kFast, KvMode::kE4M3Fast): Q carried as two e4m3 terms with one
+//   scale a row (quantize_q), S = Q K^T and O += P V as e4m3 mma.sync products (QMMA, native
+//   on sm_89 and sm_120). The fragment plan and where it comes from:
+//   docs/kernels/fp8-fast-mode.md.
 // softmax_tile and epilogue (tile_ops.cuh) hold the P stores and O's column order of both:
 // a lane's ldmatrix.trans of the e4m3 V gives it byte pairs of two columns, so O's 8-column
 // tiles come in pairs (even columns, odd columns) in both modes.
@@ -21,6 +22,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/e4m3.cuh"
 #include "cuda/common/mma.cuh"
 #include "cuda/sm80/config.h"
 #include "cuda/sm80/tile_ops.cuh"
@@ -166,20 +168,35 @@ __device__ __forceinline__ void pv_tile_e4m3_exact(uint32_t stage, uint32_t s_p,
 inline constexpr int kK32Steps = kQKDim / kKGroups / 32;  // 4
 static_assert(kK32Steps * 32 + 16 == kQKDim / kKGroups);
 
-// The Q operand of one warp in fast mode: per m-tile, 4 k32 A fragments and the k16 tail's.
+// Q in fast mode is two e4m3 terms a value with the row's one scale: hi = e4m3(x) and
+// lo = e4m3(x - hi) for x = q x 448 / amax, so the products see hi + lo, about 7 bits of
+// mantissa where one term keeps 3. One term moves lse by nats on keys with outlier channels
+// (their scores carry Q's 3-bit error times their size); a finer scale does not help, since
+// e4m3's error is relative to each value (docs/kernels/fp8-fast-mode.md, "Q's two terms").
+// The price is the score product's QMMAs twice over.
+inline constexpr int kQTerms = 2;
+
+// The Q operand of one warp in fast mode: per term and m-tile, 4 k32 A fragments; per m-tile
+// the k16 tail of both terms.
 template <typename V>
 struct QFragsE4M3 {
-  uint32_t k32[V::kQKMTiles][kK32Steps][4];
-  uint32_t k16[V::kQKMTiles][2];
+  uint32_t k32[kQTerms][V::kQKMTiles][kK32Steps][4];
+  uint32_t tail[V::kQKMTiles][4];  // the k16 tail: hi's A fragment, then lo's (qk_partial_e4m3)
 };
 
-// Rounds the CTA's staged 16-bit Q rows (copy_q, landed and published by a barrier) to e4m3 in
-// place: row r's 576 codes go to the first 576 bytes of its staging row, and its scale
-// (about amax / 448, 1 for a zero row) times `kv_scale` to s_scale[r], so that q = code x
-// scale / kv_scale. A warp takes a row: its lanes read the row's 288 pairs, meet at
-// __syncwarp, then write. A NaN or an infinity leaves NaN codes (amax ignores NaN; inf x 0 is
-// NaN), so the row ends NaN and the epilogue's non-finite path recomputes it (nonfinite.cuh).
-// The caller publishes the codes and scales with a barrier.
+// Where quantize_q leaves term i's 576 codes in a 16-bit staging row of Q: hi in bytes
+// [0, 576), lo in [576, 1152).
+inline constexpr int kQTermBytes = kQKDim;
+
+// Rounds the CTA's staged 16-bit Q rows (copy_q, landed and published by a barrier) to two
+// e4m3 terms in place: row r's hi codes go to the first 576 bytes of its staging row, its lo
+// codes to the next 576, and its scale (about amax / 448, 1 for a zero row) times `kv_scale`
+// to s_scale[r], so that q = (hi + lo) x scale / kv_scale up to lo's rounding. A warp takes a
+// row: its lanes read the row's 288 pairs, meet at __syncwarp, then write. A NaN or an
+// infinity leaves NaN codes (amax ignores NaN; inf x 0 is NaN), so the row ends NaN and the
+// epilogue's non-finite path recomputes it (nonfinite.cuh). The caller publishes the codes
+// and scales with a barrier. The oracle rounds the same way (core/fp8_rounding.h): the
+// products and the difference are rounded float32 operations, never contracted to an FMA.
 template <typename T, typename V>
 __device__ __forceinline__ void quantize_q(uint8_t* s_q, float* s_scale, float kv_scale) {
   constexpr int kPairs = kQKDim / 2 / 32;  // 9 a lane
@@ -198,38 +215,51 @@ __device__ __forceinline__ void quantize_q(uint8_t* s_q, float* s_scale, float k
     for (int off = 16; off > 0; off /= 2)
       amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
     // 448 / amax in fp32, capped at 2^126 so that a row of tiny values (amax under 448 /
-    // FLT_MAX: bf16 subnormals) keeps finite codes; the scale back is 1 / inv. The oracle
-    // rounds the same way (core/fp8_rounding.h).
+    // FLT_MAX: bf16 subnormals) keeps finite codes; the scale back is 1 / inv.
     const float inv = amax > 0.f ? fminf(__fdiv_rn(kE4M3Max, amax), kFastQInvCap) : 1.f;
     __syncwarp();  // every lane has read the row
 #pragma unroll
-    for (int k = 0; k < kPairs; ++k)
-      reinterpret_cast<uint16_t*>(row)[lane + 32 * k] =
-          pack_e4m3x2(v[2 * k] * inv, v[2 * k + 1] * inv);
+    for (int k = 0; k < kPairs; ++k) {
+      const float x0 = __fmul_rn(v[2 * k], inv), x1 = __fmul_rn(v[2 * k + 1], inv);
+      const uint16_t hi = pack_e4m3x2(x0, x1);
+      const uint16_t lo = pack_e4m3x2(__fsub_rn(x0, e4m3_to_float(hi & 0xffu)),
+                                      __fsub_rn(x1, e4m3_to_float(hi >> 8)));
+      reinterpret_cast<uint16_t*>(row)[lane + 32 * k] = hi;
+      reinterpret_cast<uint16_t*>(row + kQTermBytes)[lane + 32 * k] = lo;
+    }
     if (lane == 0) s_scale[r] = __frcp_rn(inv) * kv_scale;
   }
 }
 
-// This warp's k-slice of its row group as e4m3 A fragments, from the codes quantize_q left in
-// `buf`: the same lane addresses as q_fragments, 32 bytes (values) a k32 step.
+// This warp's k-slice of its row group as e4m3 A fragments of both terms, from the codes
+// quantize_q left in `buf`: the same lane addresses as q_fragments, 32 bytes (values) a k32
+// step.
 template <typename V>
 __device__ __forceinline__ void q_fragments_e4m3(uint32_t buf, int kgroup, int rgroup,
                                                  QFragsE4M3<V>& qf) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int mt = 0; mt < V::kQKMTiles; ++mt) {
-    const int row = (rgroup * V::kQKMTiles + mt) * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
-    const uint32_t base = buf + row * kKVRowBytes + kgroup * (kQKDim / kKGroups);
+  for (int term = 0; term < kQTerms; ++term) {
 #pragma unroll
-    for (int ks = 0; ks < kK32Steps; ++ks)
-      ldmatrix_x4(qf.k32[mt][ks], base + ks * 32 + 16 * (lane / 16));
-    ldmatrix_x2(qf.k16[mt], base + kK32Steps * 32);
+    for (int mt = 0; mt < V::kQKMTiles; ++mt) {
+      const int row = (rgroup * V::kQKMTiles + mt) * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+      const uint32_t base =
+          buf + row * kKVRowBytes + term * kQTermBytes + kgroup * (kQKDim / kKGroups);
+#pragma unroll
+      for (int ks = 0; ks < kK32Steps; ++ks)
+        ldmatrix_x4(qf.k32[term][mt][ks], base + ks * 32 + 16 * (lane / 16));
+      uint32_t tail[2];
+      ldmatrix_x2(tail, base + kK32Steps * 32);
+      qf.tail[mt][2 * term] = tail[0];
+      qf.tail[mt][2 * term + 1] = tail[1];
+    }
   }
 }
 
 // qk_partial on the e4m3 tile (at kE4M3RowOffset of each stage row): the same passes and
 // s_red layout, B fragments by the same ldmatrix addressing (a b16 of the bf16 layout is a
-// byte pair here), scores still to be scaled by Q's row scale and kv_scale (softmax_tile).
+// byte pair here), both of Q's terms into one accumulator; scores still to be scaled by Q's
+// row scale and kv_scale (softmax_tile).
 template <typename V>
 __device__ __forceinline__ void qk_partial_e4m3(uint32_t stage, const QFragsE4M3<V>& qf,
                                                 float* s_red, int kgroup, int sub) {
@@ -241,23 +271,30 @@ __device__ __forceinline__ void qk_partial_e4m3(uint32_t stage, const QFragsE4M3
     const int tok_base = tok0 + pass * 16;
     float acc[V::kQKMTiles][2][4] = {};
     const uint32_t base = stage + kE4M3RowOffset + kgroup * (kQKDim / kKGroups);
+    // The k32 steps once a term, K's fragments loaded again for lo: held across both terms
+    // they spill the 64-row variant on sm_120.
 #pragma unroll
-    for (int ks = 0; ks < kK32Steps; ++ks) {
-      uint32_t kb[4];  // tokens 0-7: k 0-15, 16-31; tokens 8-15: the same
-      const int tok = tok_base + (lane % 8) + 8 * (lane / 16);
-      ldmatrix_x4(kb, base + tok * kKVRowBytes + ks * 32 + 16 * ((lane / 8) % 2));
+    for (int term = 0; term < kQTerms; ++term) {
 #pragma unroll
-      for (int mt = 0; mt < V::kQKMTiles; ++mt) {
-        mma_e4m3_16832(acc[mt][0], qf.k32[mt][ks], kb[0], kb[1]);
-        mma_e4m3_16832(acc[mt][1], qf.k32[mt][ks], kb[2], kb[3]);
+      for (int ks = 0; ks < kK32Steps; ++ks) {
+        uint32_t kb[4];  // tokens 0-7: k 0-15, 16-31; tokens 8-15: the same
+        const int tok = tok_base + (lane % 8) + 8 * (lane / 16);
+        ldmatrix_x4(kb, base + tok * kKVRowBytes + ks * 32 + 16 * ((lane / 8) % 2));
+#pragma unroll
+        for (int mt = 0; mt < V::kQKMTiles; ++mt) {
+          mma_e4m3_16832(acc[mt][0], qf.k32[term][mt][ks], kb[0], kb[1]);
+          mma_e4m3_16832(acc[mt][1], qf.k32[term][mt][ks], kb[2], kb[3]);
+        }
       }
     }
+    // The k16 tail of both terms as one k32 step: A = {hi's tail, lo's tail} against the
+    // tail's B fragment twice (k 0-15: hi, 16-31: lo), which sums hi.K + lo.K.
     uint32_t kt[2];  // the k16 tail: tokens 0-7, 8-15
     ldmatrix_x2(kt, base + (tok_base + lane % 16) * kKVRowBytes + kK32Steps * 32);
 #pragma unroll
     for (int mt = 0; mt < V::kQKMTiles; ++mt) {
-      mma_e4m3_16816(acc[mt][0], qf.k16[mt], kt[0]);
-      mma_e4m3_16816(acc[mt][1], qf.k16[mt], kt[1]);
+      mma_e4m3_16832(acc[mt][0], qf.tail[mt], kt[0], kt[0]);
+      mma_e4m3_16832(acc[mt][1], qf.tail[mt], kt[1], kt[1]);
     }
     store_partial_scores<V>(acc, s_red, kgroup, row0, tok_base);
   }
