@@ -203,18 +203,27 @@ TEST(Precision, PRounding) {
   EXPECT_EQ(round_p_fast(std::ldexp(1.0, -16)), std::ldexp(1.0, -7) / 448);
 }
 
+// cpu-reference plans of `c` (an e4m3 cache), exact and fast.
+struct ExactAndFast {
+  Plan exact, fast;
+};
+ExactAndFast exact_and_fast_plans(const HostCase& c) {
+  PlanOptions o;
+  o.backend = Backend::kCpuReference;
+  ExactAndFast p{.exact = plan_for(c, o)};
+  p.exact.kv_format = KvFormat::kE4M3;
+  p.fast = p.exact;
+  p.fast.precision = Precision::kFast;
+  return p;
+}
+
 // The errors of the oracle's fast rounding against the exact oracle on `c`, with Q in
 // `q_terms` e4m3 terms: out's relative Frobenius error and lse's largest.
 struct FastError {
   double out = 0, lse = 0;
 };
 FastError fast_error(const HostCase& c, int q_terms) {
-  PlanOptions o;
-  o.backend = Backend::kCpuReference;
-  Plan exact = plan_for(c, o);
-  exact.kv_format = KvFormat::kE4M3;
-  Plan fast = exact;
-  fast.precision = Precision::kFast;
+  const auto [exact, fast] = exact_and_fast_plans(c);
   ReferenceResult ref_exact, ref_fast;
   EXPECT_TRUE(reference_attention(exact, c.tensors(nullptr, nullptr), false, &ref_exact).ok());
   EXPECT_TRUE(reference_attention(fast, c.tensors(nullptr, nullptr), true, &ref_fast,
@@ -238,12 +247,7 @@ FastError fast_error(const HostCase& c, int q_terms) {
 // second term is dropped or doubled.
 TEST(Precision, OracleFastRoundingMovesOutByTheE4m3Step) {
   const HostCase c = small_case(KvFormat::kE4M3);
-  PlanOptions o;
-  o.backend = Backend::kCpuReference;
-  Plan exact = plan_for(c, o);
-  exact.kv_format = KvFormat::kE4M3;
-  Plan fast = exact;
-  fast.precision = Precision::kFast;
+  const auto [exact, fast] = exact_and_fast_plans(c);
   ReferenceResult ref_exact, ref_fast_unrounded, ref_exact_rounded;
   ASSERT_TRUE(reference_attention(exact, c.tensors(nullptr, nullptr), false, &ref_exact).ok());
   ASSERT_TRUE(
