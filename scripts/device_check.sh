@@ -13,12 +13,14 @@
 #   --tier full      the GPU tests' full sweep (--full for short); default: the default tier
 #                    (tests/README.md)
 #   --bench-cases    the suite cases to benchmark (default: all of bench/suite.json)
+#   --sanitize F     also run compute-sanitizer memcheck and racecheck on the GPU tests that
+#                    the gtest filter F names (logs memcheck.log, racecheck.log)
 #   --no-tests, --no-python, --no-bench: leave out the C++ GPU tests, the Python tests, the bench
 # The GPU tests run as $JOBS gtest shards at once (default: the cores, at most 8): most of their
 # time is the float64 oracle, one CPU core a process. STAGE_TIMEOUT (default 900) bounds each run.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-build=${BUILD_DIR:-build} out=${OUT:-device-logs} tier=default cases=""
+build=${BUILD_DIR:-build} out=${OUT:-device-logs} tier=default cases="" sanitize=""
 do_build=1 do_tests=1 do_python=1 do_bench=1
 while [ $# -gt 0 ]; do
   case $1 in
@@ -29,7 +31,8 @@ while [ $# -gt 0 ]; do
     --no-python) do_python=0 ;;
     --no-bench) do_bench=0 ;;
     --bench-cases) cases=${2:?--bench-cases "V1 V3"}; shift ;;
-    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+    --sanitize) sanitize=${2:?--sanitize GTEST_FILTER}; shift ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "device_check: unknown option $1 (--help)" >&2; exit 2 ;;
   esac
   shift
@@ -92,6 +95,21 @@ if ((do_tests)); then
       for (m in v) if ((m == "out" || m == "row" || m == "lse") && v[m] + 0 > mx[key, m]) mx[key, m] = v[m] + 0 }
     END { for (key in n) printf "accuracy %s %4d cases: out %.2e row %.2e lse %.2e\n", key, n[key],
             mx[key, "out"], mx[key, "row"], mx[key, "lse"] }' | sort >"$out/accuracy.txt"
+fi
+
+# compute-sanitizer on the tests --sanitize names, both tools at once.
+if [ -n "$sanitize" ]; then
+  for tool in memcheck racecheck; do
+    (start=$SECONDS
+     timeout "$limit" compute-sanitizer --tool $tool --error-exitcode 9 "$tests_bin" \
+       --gtest_filter="$sanitize" >"$out/$tool.log" 2>&1
+     echo "rc $? $((SECONDS - start))" >"$out/$tool.rc") &
+  done
+  wait
+  for tool in memcheck racecheck; do
+    read -r _ rc secs <"$out/$tool.rc" && rm -f "$out/$tool.rc"
+    record "$tool" "$rc" "$(grep -oE '(ERROR|RACECHECK) SUMMARY: .*' "$out/$tool.log" | head -1), $secs s"
+  done
 fi
 
 # The Python package, built for this GPU (scripts/python_test.sh), its GPU tests included.
