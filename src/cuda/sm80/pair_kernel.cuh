@@ -267,8 +267,8 @@ __device__ __forceinline__ void pair_cta(const VerifyKernelParams& p) {
   cluster_sync();  // the last access to the partner's shared memory: either may exit after it
   if (threadIdx.x < V::kRows && isnan(partner_lse)) s_lse[threadIdx.x] = NAN;
   // A CTA barrier would do: the marks and their reads below are this CTA's own. racecheck
-  // (CUDA 13.0, H100) reports that pair as a hazard under a CTA barrier, as if the two CTAs'
-  // s_lse were one; under a cluster barrier it does not, at the price of one more of them.
+  // (CUDA 13.0, H100) reported that pair as a hazard under a CTA barrier, as if the two CTAs'
+  // s_lse were one; a cluster barrier orders it cluster-wide, at the price of one more of them.
   cluster_sync();
   recompute_nan_rows<T, V, false>(p, smem, s_lse, static_cast<int>(rank), 2);
 }
