@@ -6,8 +6,11 @@ after it, keyed by the mbarrier's shared-memory offset as the SASS names it: the
 e.g. src/cuda/sm90/tile.h, says which barrier that is) and, for every other instruction, by
 opcode. --reasons: the samples summed by stall reason, then by 4 KB block of the kernel's code
 (256 instructions, in address order: instruction-fetch stalls, stall_no_inst, and instructions
-executed), which says where code run once and fetched cold costs.
-Usage: sass_hotspots.py [--waits | --reasons] SASS_CSV [N]   (N: rows; default 40, --waits 25)"""
+executed), which says where code run once and fetched cold costs. --phases: the code between CTA barriers
+as phases (a loop's softmax against its products, say): each one's samples, instructions
+executed, mma instructions and top stall reasons.
+Usage: sass_hotspots.py [--waits | --reasons | --phases] SASS_CSV [N]
+       (N: rows; default 40, --waits and --reasons 25)"""
 import csv
 import re
 import sys
@@ -89,14 +92,41 @@ def reasons(rows: list[dict], total_col: str, n: int) -> None:
         print(f"  {b // 256:3d} {no_inst:8.0f} {sum(num(r[total_col]) for r in part):9.0f} {executed:11.0f}")
 
 
+def phases(rows: list[dict], total_col: str, n: int) -> None:
+    """The code between CTA barriers (BAR.SYNC / BAR.ARV) as phases, in address order: each
+    phase's share of the samples, warp instructions executed, mma instructions (static and
+    executed) and its top stall reasons; phases under 0.5% of the samples are left out."""
+    cols = [c for c in rows[0].keys() if c.startswith("stall_") and "Not Issued" not in c]
+    total = sum(num(r[total_col]) for r in rows) or 1.0
+    parts: list[list[dict]] = [[]]
+    for r in rows:
+        if re.search(r"\bBAR\.(SYNC|ARV)", r.get("Source", "")):
+            parts.append([])
+        parts[-1].append(r)
+    print(f"{total:.0f} stall samples; by phase between CTA barriers:")
+    print("  first          instrs  samples  executed  mma static (executed)  top reasons")
+    for part in parts:
+        samples = sum(num(r[total_col]) for r in part)
+        if not part or samples < 0.005 * total:
+            continue
+        mma = [r for r in part if re.search(r"\b[HQ]MMA", r.get("Source", ""))]
+        executed = sum(num(r.get("Instructions Executed", "0")) for r in part)
+        mma_executed = sum(num(r.get("Instructions Executed", "0")) for r in mma)
+        sums = sorted(((sum(num(r[c]) for r in part), c) for c in cols), reverse=True)[:4]
+        why = ", ".join(f"{c.replace('stall_', '')} {100 * v / samples:.0f}%" for v, c in sums if v)
+        print(f"  {part[0].get('Address', ''):>14} {len(part):6d} {100 * samples / total:7.1f}% "
+              f"{executed / 1e6:8.2f}M {len(mma):5d} ({mma_executed / 1e6:.2f}M)  {why}")
+
+
 def main() -> None:
     args = sys.argv[1:]
-    mode = args[0] if args and args[0] in ("--waits", "--reasons") else ""
+    mode = args[0] if args and args[0] in ("--waits", "--reasons", "--phases") else ""
     if mode:
         args = args[1:]
     rows, total_col = load(args[0])
     n = int(args[1]) if len(args) > 1 else (25 if mode else 40)
-    {"--waits": waits, "--reasons": reasons}.get(mode, hotspots)(rows, total_col, n)
+    {"--waits": waits, "--reasons": reasons, "--phases": phases}.get(mode, hotspots)(
+        rows, total_col, n)
 
 
 if __name__ == "__main__":
