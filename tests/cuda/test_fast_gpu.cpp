@@ -50,25 +50,29 @@ TEST(GpuFast, EveryVariantAndDtype) {
 }
 
 // 8 latent channels 20x larger in q and in the cache (re-encoded, still inside e4m3's range):
-// the case that costs fast mode most accuracy, with the bound the docs state. The default
-// tier's prefix is shorter.
+// the case that costs fast mode most accuracy, with the bound the docs state; each fast table
+// with each of its variants forced (16, 32 and 64 rows a CTA), then the device's own choice.
+// The default tier's prefix is shorter.
 TEST(GpuFast, OutlierChannels) {
   TV_SKIP_WITHOUT_GPU();
   const int64_t prefix = full_tier() ? 20000 : 4096;
   HostCase probe = make_case(e4m3_spec("outliers", 16, {16}, {prefix}, 64));
   for (int arch : fast_configs(probe)) {
-    HostCase host =
-        make_case(e4m3_spec(fmt::format("outliers config {}", arch), 16, {16}, {prefix}, 64));
-    add_outlier_channels(host);
-    GpuOptions o;
-    o.tuning.config_arch = arch;
-    expect_fast_matches(
-        host, o,
-        Bounds{.exact_out = kOutlierOutTol,
-               .exact_lse = kOutlierLseTol,
-               .one_term_exact_out = kOneTermOutlierOutTol,
-               .one_term_exact_lse = kOneTermOutlierLseTol,
-               .wgmma_same_scale = 10});
+    for (int rows : arch == 0 ? std::vector<int>{0} : std::vector<int>{16, 32, 64}) {
+      HostCase host = make_case(e4m3_spec(
+          fmt::format("outliers config {} rows {}", arch, rows), 16, {16}, {prefix}, 64));
+      add_outlier_channels(host);
+      GpuOptions o;
+      o.tuning.config_arch = arch;
+      o.tuning.rows_per_cta = rows;
+      expect_fast_matches(
+          host, o,
+          Bounds{.exact_out = kOutlierOutTol,
+                 .exact_lse = kOutlierLseTol,
+                 .one_term_exact_out = kOneTermOutlierOutTol,
+                 .one_term_exact_lse = kOneTermOutlierLseTol,
+                 .wgmma_same_scale = 10});
+    }
   }
   TV_SKIP_IF_FAST_TABLES_MISSING();
 }
