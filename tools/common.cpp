@@ -275,12 +275,9 @@ Status check_case(const SuiteCase& c, const PlanOptions& options, const PlanTuni
   // Fast kernels round P relative to their running maxima and hold Q in their number of
   // terms: the oracle rounds the same way.
   const testing::Tolerance tol = testing::tolerance_for(p);
-  const detail::FastRounding rounding{.chunk_tokens = p.state.chunk_tokens,
-                                      .tile_tokens = p.state.tile_tokens,
-                                      .p_code_margin = tol.p_code_margin,
-                                      .q_terms = detail::fast_q_terms(p)};
   TV_RETURN_IF_ERROR(detail::reference_attention(
-      ref_plan, hc.tensors(unused_out.data(), unused_lse.data()), round_p, &ref, rounding));
+      ref_plan, hc.tensors(unused_out.data(), unused_lse.data()), round_p, &ref,
+      detail::fast_rounding_of(p, tol.p_code_margin)));
 
   // A fast plan's row errors count beyond the P codes its float32 arithmetic may round the
   // other way (ReferenceResult::out_slack).

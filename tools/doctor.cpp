@@ -14,6 +14,7 @@
 #include "core/cuda_backend.h"
 #include "core/select.h"
 #include "cuda/sm80/config.h"
+#include "testing/compare.h"
 #include "treeverify/system.h"
 
 namespace treeverify::cli {
@@ -273,10 +274,12 @@ int run_doctor(const DoctorFlags& flags) {
       "         for {} otherwise, or on a CPU backend, runs exact, and the plan's reason says "
       "why\n"
       "         error against exact attention, as the tests bound it (docs/DESIGN.md): mma.sync\n"
-      "         kernels (Q in two e4m3 terms) lse 0.05 nats, out 0.05 relative, and with outlier\n"
-      "         latent channels lse 0.5, out 0.1; the sm_90a wgmma kernel (Q in one term) lse 0.4\n"
-      "         and 6 nats, out 0.12\n",
-      archs_text(fast_sms(true)), archs_text(fast_sms(false)));
+      "         kernels (Q in two e4m3 terms) lse {:g} nats, out {:g} relative, and with outlier\n"
+      "         latent channels lse {:g}, out {:g}; the sm_90a wgmma kernel (Q in one term) lse {:g}\n"
+      "         and {:g} nats, out {:g}\n",
+      archs_text(fast_sms(true)), archs_text(fast_sms(false)), testing::kExactLseTol,
+      testing::kExactOutTol, testing::kOutlierLseTol, testing::kOutlierOutTol,
+      testing::kOneTermExactLseTol, testing::kOneTermOutlierLseTol, testing::kOneTermExactOutTol);
   if (build.cuda_compiled)
     fmt::print("  compiled with fast products: {}\n", archs_text(compiled_fast, build.cuda_sm90a));
   for (const DeviceInfo& d : devices) {

@@ -46,6 +46,14 @@ struct FastRounding {
   double p_code_margin = kFastPCodeMargin;
   int q_terms = kFastQTerms;  // 2: the mma.sync kernels' hi + lo; 1: the sm_90a wgmma kernel's
 };
+// The rounding of `plan`'s fast kernel: its chunk and tile lengths, its number of Q terms, and
+// the given margin (testing::tolerance_for(plan).p_code_margin).
+inline FastRounding fast_rounding_of(const Plan& plan, double p_code_margin) {
+  return {.chunk_tokens = plan.state.chunk_tokens,
+          .tile_tokens = plan.state.tile_tokens,
+          .p_code_margin = p_code_margin,
+          .q_terms = fast_q_terms(plan)};
+}
 Status reference_attention(const Plan& plan, const VerifyTensors& tensors, bool round_p,
                            ReferenceResult* result, FastRounding rounding = {});
 

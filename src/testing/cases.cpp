@@ -223,22 +223,16 @@ HostCase make_case(const CaseSpec& spec) {
 
 void add_outlier_channels(HostCase& host) {
   constexpr int kChannels[] = {3, 77, 130, 200, 311, 402, 450, 509};
+  // Each 576-wide row's outlier channels of `values`, through `scale`.
+  auto scale_channels = [&](auto& values, auto scale) {
+    for (size_t r = 0; r < values.size() / kQKDim; ++r)
+      for (int c : kChannels) values[r * kQKDim + c] = scale(values[r * kQKDim + c]);
+  };
   const DType dt = host.spec.dtype;
-  for (size_t r = 0; r < host.q.size() / kQKDim; ++r)
-    for (int c : kChannels) {
-      uint16_t& v = host.q[r * kQKDim + c];
-      v = float_to_half(dt, 20.f * half_to_float(dt, v));
-    }
-  for (size_t r = 0; r < host.kv.size() / kQKDim; ++r)
-    for (int c : kChannels) {
-      uint16_t& v = host.kv[r * kQKDim + c];
-      v = float_to_half(dt, 20.f * half_to_float(dt, v));
-    }
-  for (size_t r = 0; r < host.kv8.size() / kQKDim; ++r)
-    for (int c : kChannels) {
-      uint8_t& k = host.kv8[r * kQKDim + c];
-      k = float_to_e4m3(20.f * e4m3_to_float(k));
-    }
+  auto scale16 = [dt](uint16_t v) { return float_to_half(dt, 20.f * half_to_float(dt, v)); };
+  scale_channels(host.q, scale16);
+  scale_channels(host.kv, scale16);
+  scale_channels(host.kv8, [](uint8_t k) { return float_to_e4m3(20.f * e4m3_to_float(k)); });
 }
 
 // docs/BENCH.md's roofline bytes: the KV rows of each request read once, (L + T) * 576 * 2. q, out

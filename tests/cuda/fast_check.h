@@ -21,27 +21,7 @@ namespace treeverify::testing {
 // on a heavy token puts a row of a 64-request decode batch at 2.13e-2 (seed
 // 17643779267259826339; that row's slack on the CPU, chunks of 256 or 384 tokens:
 // 2.12-2.13e-2).
-// Against exact attention on the same cache: Q's and P's e4m3 rounding (3 mantissa bits).
-// The mma.sync kernels hold Q in two e4m3 terms (core/fp8_rounding.h, fast_q_terms), the
-// sm_90a wgmma kernel in one.
-// - One term, on N(0, 1) data: out [8.5e-2, worst row 0.22 (checked against 3x the bound)],
-//   lse [0.30 nats] on the H200.
-// - Two terms: what is left is mostly P's step; on the CPU oracle (tests/cpu/test_precision.cpp)
-//   out 1.2e-2, lse 3.0e-3. The bounds leave room for longer rows and the kernels' fp32 sums.
-inline constexpr double kExactOutTol = 0.05;
-inline constexpr double kExactLseTol = 0.05;
-inline constexpr double kOneTermExactOutTol = 0.12;
-inline constexpr double kOneTermExactLseTol = 0.4;
-// The same with 8 of the 512 latent channels 20x larger in q and K, as real latent caches
-// have: their scores carry Q's error times their size.
-// - One term: out [3.3e-2, row 0.12], lse [2.96-3.83 nats over three runs] on the H200: the
-//   bound leaves room for the seed.
-// - Two terms: issue 53's bound, lse 0.5 nats and out 0.1 (the CPU oracle: lse 5.8-7.3e-2,
-//   out 3.2-6.8e-3).
-inline constexpr double kOutlierOutTol = 0.1;
-inline constexpr double kOutlierLseTol = 0.5;
-inline constexpr double kOneTermOutlierOutTol = 0.12;
-inline constexpr double kOneTermOutlierLseTol = 6.0;
+// Against exact attention on the same cache: testing/compare.h's kExactOutTol and the rest.
 
 // Why the CUDA backend's plan for `host` under `o` (precision set to fast here) does not run
 // fast mode: the plan's error, or its reason line when it runs exact; empty when it runs fast.
@@ -117,12 +97,9 @@ inline detail::ReferenceResult fast_oracle(const HostCase& host, Precision preci
   ro.round_p = fast;  // cpu-reference computes the precision asked only with round_p
   EXPECT_TRUE(plan(host.problem(), ro, &rp).ok());
   EXPECT_EQ(rp.precision, precision);
-  const detail::FastRounding rounding{.chunk_tokens = gpu_plan.state.chunk_tokens,
-                                      .tile_tokens = gpu_plan.state.tile_tokens,
-                                      .p_code_margin = tolerance_for(gpu_plan).p_code_margin,
-                                      .q_terms = detail::fast_q_terms(gpu_plan)};
-  const Status s = detail::reference_attention(rp, host.tensors(nullptr, nullptr),
-                                               /*round_p=*/fast, &ref, rounding);
+  const Status s = detail::reference_attention(
+      rp, host.tensors(nullptr, nullptr), /*round_p=*/fast, &ref,
+      detail::fast_rounding_of(gpu_plan, tolerance_for(gpu_plan).p_code_margin));
   EXPECT_TRUE(s.ok()) << s.to_string();
   return ref;
 }
