@@ -53,6 +53,10 @@ void add_case_flags(CLI::App* app, CaseFlags* f) {
                 "CUDA: run requests of more than 32 rows on a 16-bit cache as pairs of CTAs (one "
                 "cluster, each over half of every KV row: r64-s3-c2; sm_90+, builds with every "
                 "variant; tuning)");
+  app->add_option("--variant", f->variant,
+                  "CUDA: run this portable-kernel variant (r64-s3-t16, r64-s2-k2, ...) for every "
+                  "request instead of the table's choice (builds with every variant; tuning)")
+      ->excludes("--pair-ctas");
   app->add_flag("--no-tma", f->no_tma,
                 "CUDA: the sm_90a wgmma kernel copies every KV tile with cp.async, not whole "
                 "tiles by TMA tensor copies (tuning)");
@@ -205,6 +209,7 @@ PlanTuning plan_tuning(const CaseFlags& f) {
                     .chunk_tokens = f.chunk_tokens.empty() ? 0 : f.chunk_tokens[0],
                     .rows_per_cta = f.rows_per_cta,
                     .pair_ctas = f.pair_ctas,
+                    .variant = f.variant,
                     .disable_tma = f.no_tma,
                     .force_tma = f.force_tma};
 }

@@ -35,6 +35,7 @@ struct CaseFlags {
   int config_arch = 0;            // CUDA: run another architecture's tile configuration
   int rows_per_cta = 0;           // CUDA: force the variant's rows a CTA (0: the table's)
   bool pair_ctas = false;         // CUDA: 64-row blocks as CTA pairs (r64-s3-c2)
+  std::string variant;            // CUDA: a portable variant by name (empty: the table's)
   bool no_tma = false;            // CUDA: the wgmma kernel copies every tile with cp.async
   bool force_tma = false;         // CUDA: ... or by TMA wherever it can, at any row count
   std::vector<int> chunk_tokens;  // CUDA: force the split's chunk length (bench: each in turn)

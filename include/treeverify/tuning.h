@@ -1,8 +1,10 @@
 // Tuning overrides for tests and benchmarks: they change which tile table, kernel variant,
 // chunk length or copy engine a CUDA plan takes, never its results. A user leaves them alone:
 // plan() without them picks what measured fastest. The CLI's tuning flags (--config-arch,
-// --rows-per-cta, --chunk-tokens, --no-tma, --force-tma) set them.
+// --rows-per-cta, --pair-ctas, --variant, --chunk-tokens, --no-tma, --force-tma) set them.
 #pragma once
+
+#include <string>
 
 #include "treeverify/status.h"
 #include "treeverify/verify.h"
@@ -25,6 +27,12 @@ struct PlanTuning {
   // docs/kernels/portable-mma.md). sm_90+ devices, builds with every variant; no table takes
   // it yet (slower than r64-s3-t16 under the sm_120 table on an H100).
   bool pair_ctas = false;
+  // Run this variant of the portable kernel for every request, by the name a plan's kernel
+  // shows (r64-s3-t16, r64-s2-k2, ...), in place of the table's choice: for variants no table
+  // selects yet (r64-s2-k2: 64 rows, two k-groups, docs/kernels/portable-mma.md) and to time
+  // one table's variant beside another. 16-bit caches and e4m3 exact mode, where the variant
+  // has that kernel; builds with every variant. Empty: the table's.
+  std::string variant = {};
   // The wgmma kernel: copy every KV tile with cp.async, never whole tiles by TMA tensor copies
   // (which plans take for pages of 64 rows or more: e4m3 caches always, 16-bit ones for
   // requests of more than 128 rows). The same results bit for bit.

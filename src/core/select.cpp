@@ -198,6 +198,30 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
                     "{}: the pair variant needs thread-block clusters (sm_90 or newer)", where);
     if (forced_rows == 64 || max_rows > 32) variant = VariantId::kR64C2;
   }
+  // A variant asked for by name (PlanTuning::variant) in place of the table's.
+  if (!tuning.variant.empty()) {
+    TV_REQUIRE(!tuning.pair_ctas, "tuning.variant", "'{}' together with tuning.pair_ctas",
+               tuning.variant);
+    VariantId named = VariantId::kNone;
+    std::string names;
+    for (int i = 0; i <= static_cast<int>(VariantId::kLast); ++i) {
+      const auto id = static_cast<VariantId>(i);
+      if (variant_name(id) == tuning.variant) named = id;
+      names += fmt::format("{}{}", names.empty() ? "" : ", ", variant_name(id));
+    }
+    TV_REQUIRE(named != VariantId::kNone, "tuning.variant",
+               "'{}' is no variant of the portable kernel ({})", tuning.variant, names);
+    const bool has_kernel = cuda::sm80::with_variant(named, [&]<typename V>(V) {
+      return cuda::sm80::instance_selectable<V>(e4m3 ? KvMode::kE4M3 : KvMode::k16);
+    });
+    TV_REQUIRE_CODE(StatusCode::kUnsupported, has_kernel, "tuning.variant",
+                    "{} has no kernel for {} caches", tuning.variant,
+                    e4m3 ? "e4m3" : "16-bit");
+    const int rows = cuda::sm80::with_variant(named, []<typename V>(V) { return V::kRows; });
+    TV_REQUIRE(forced_rows == 0 || forced_rows == rows, "tuning.variant",
+               "{} holds {} rows a CTA; rows_per_cta = {}", tuning.variant, rows, forced_rows);
+    variant = named;
+  }
   TV_REQUIRE_CODE(StatusCode::kUnsupported, variant != VariantId::kNone, "tuning.config_arch",
                   "no tile configuration for sm_{}", config_arch);
   TV_REQUIRE_CODE(StatusCode::kUnsupported, problem.batch_size <= kMaxGridDim, "batch_size",
@@ -216,6 +240,8 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
                                                    .max_rows = max_rows});
   std::string no_wgmma = blocker != nullptr ? blocker : "";
   if (variant == VariantId::kR64C2) no_wgmma = "the pair variant was asked for (tuning.pair_ctas)";
+  if (!tuning.variant.empty())
+    no_wgmma = fmt::format("a portable variant was asked for (tuning.variant {})", tuning.variant);
   // Fast mode where the portable kernel has native e4m3 products or the wgmma kernel takes the
   // call (e4m3 wgmma); otherwise exact, and the reason says why. portable_mode is what the
   // portable kernel would run.
@@ -276,7 +302,7 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
   // faster: more CTAs, each cheaper, which wins when the prefix is too short to keep the device
   // busy with the larger ones (S1 on the H200).
   if (!fixed_variant && forced_rows == 0 && tuning.chunk_tokens == 0 && mode == portable_mode &&
-      variant != VariantId::kR64C2) {
+      variant != VariantId::kR64C2 && tuning.variant.empty()) {
     for (int64_t rows : {16, 32}) {
       const VariantId v = cuda::sm80::choose_tiles(sm, code_arch, tuning.config_arch, rows,
                                                    build.variants(), e4m3)
@@ -398,8 +424,11 @@ std::string variant_name(VariantId v) {
   return cuda::sm80::with_variant(v, [&]<typename V>(V) {
     const std::string tokens = V::kTokens != 32 ? fmt::format("-t{}", V::kTokens) : "";
     const std::string pair = V::kClusterCtas > 1 ? fmt::format("-c{}", V::kClusterCtas) : "";
-    return fmt::format("r{}-s{}{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "",
-                       pair);
+    std::string kgroups;
+    if constexpr (V::kClusterCtas == 1)
+      if (V::kKGroups != cuda::sm80::kKGroupsDefault) kgroups = fmt::format("-k{}", V::kKGroups);
+    return fmt::format("r{}-s{}{}{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "",
+                       pair, kgroups);
   });
 }
 

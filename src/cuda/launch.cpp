@@ -44,15 +44,15 @@ Status launch_call(const CallShape& s, const cuda::VerifyKernelParams& kp, cudaS
               if (s.mode == KvMode::k16) return launch.template operator()<KvMode::k16>();
               // Fast only where the selection chose the fast kernel (the plan's precision says so).
               if (s.mode == KvMode::kE4M3Fast) {
-                if constexpr (cuda::sm80::fast_mode_variant(cuda::sm80::variant_id<V>()))
+                if constexpr (cuda::sm80::instance_selectable<V>(KvMode::kE4M3Fast))
                   return launch.template operator()<KvMode::kE4M3Fast>();
                 else
-                  return cudaErrorInvalidValue;  // fast_mode_variant: never planned
+                  return cudaErrorInvalidValue;  // no such instance: never planned
               }
-              if constexpr (cuda::sm80::e4m3_variant(cuda::sm80::variant_id<V>()))
+              if constexpr (cuda::sm80::instance_selectable<V>(KvMode::kE4M3))
                 return launch.template operator()<KvMode::kE4M3>();
               else
-                return cudaErrorInvalidValue;  // e4m3_variant: never planned
+                return cudaErrorInvalidValue;  // no such instance: never planned
             });
   if (err != cudaSuccess)
     return cuda_error(s.wgmma ? "verify_wgmma_kernel launch" : "verify_mma_kernel launch", err);

@@ -196,13 +196,25 @@ TEST(Select, TuningForcesTablesAndRows) {
             StatusCode::kInvalidArgument);  // not whole 64-token tiles
 }
 
+// A release build's architectures with every variant compiled, and an sm_90 device under it.
+const BuildDescription& every_variant_build() {
+  static const BuildDescription all = [] {
+    BuildDescription b = release_build();
+    b.all_variants = true;
+    return b;
+  }();
+  return all;
+}
+Machine h200_every_variant() {
+  static const DeviceDescription h200 = described_device(90, every_variant_build());
+  return {.build = every_variant_build(), .device = &h200};
+}
+
 // PlanTuning::pair_ctas: the pair variant for more than 32 rows of a 16-bit cache, on sm_90+
 // devices in builds with every variant, under any table; refused by name elsewhere.
 TEST(Select, TuningRunsThePairVariant) {
-  BuildDescription all = release_build();
-  all.all_variants = true;
-  const DeviceDescription h200 = described_device(90, all);
-  const Machine machine{.build = all, .device = &h200};
+  const BuildDescription& all = every_variant_build();
+  const Machine machine = h200_every_variant();
   KernelChoice c;
   for (int arch : {0, 120}) {
     ASSERT_TRUE(choose(make(kTree128), machine, {}, {.config_arch = arch, .pair_ctas = true}, &c)
@@ -225,6 +237,44 @@ TEST(Select, TuningRunsThePairVariant) {
   s = choose(make(kTree128), {.build = all, .device = &ada}, {}, {.pair_ctas = true}, &c);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
   EXPECT_NE(s.message().find("clusters"), std::string::npos) << s.message();
+}
+
+// PlanTuning::variant: the portable variant of that name for every request, under any table,
+// in builds with every variant; an unknown name, a variant without a kernel for the cache, a
+// contradicting row count or pair_ctas beside it are refused by name.
+TEST(Select, TuningRunsANamedVariant) {
+  const Machine machine = h200_every_variant();
+  KernelChoice c;
+  for (int arch : {0, 120}) {
+    ASSERT_TRUE(choose(make(kTree128), machine, {}, {.config_arch = arch, .variant = "r64-s2-k2"},
+                       &c)
+                    .ok());
+    EXPECT_EQ(c.name(), fmt::format("mma/bf16/r64-s2-k2/sm{}-table", arch == 0 ? 90 : 120));
+  }
+  // Also for fewer rows than it holds, and a tabled variant by its name.
+  ASSERT_TRUE(choose(make(kTree32), machine, {}, {.variant = "r64-s2-k2"}, &c).ok());
+  EXPECT_EQ(c.name(), "mma/bf16/r64-s2-k2/sm90-table");
+  ASSERT_TRUE(choose(make(kTree128), machine, {}, {.variant = "r64-s3-t16"}, &c).ok());
+  EXPECT_EQ(c.name(), "mma/bf16/r64-s3-t16/sm90-table");
+  Status s = choose(make(kTree128), machine, {}, {.variant = "r64-s9"}, &c);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+  EXPECT_NE(s.message().find("r64-s2-k2"), std::string::npos) << s.message();  // the names
+  // 16-bit caches only, as the pair.
+  for (const char* v : {"r64-s2-k2", "r64-s3-c2"}) {
+    s = choose(make(kE4M3Fast128), machine, {}, {.variant = v}, &c);
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+    EXPECT_NE(s.message().find("no kernel for e4m3 caches"), std::string::npos) << s.message();
+  }
+  s = choose(make(kTree128), machine, {}, {.rows_per_cta = 32, .variant = "r64-s2-k2"}, &c);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+  s = choose(make(kTree128), machine, {}, {.pair_ctas = true, .variant = "r64-s2-k2"}, &c);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
+  // Not compiled in a release build.
+  const DeviceDescription h200_release = described_device(90, release_build());
+  s = choose(make(kTree128), {.build = release_build(), .device = &h200_release}, {},
+             {.variant = "r64-s2-k2"}, &c);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+  EXPECT_NE(s.message().find("TREEVERIFY_ALL_VARIANTS"), std::string::npos) << s.message();
 }
 
 // Without a GPU: auto falls back to the CPU and says why; a CUDA backend asked is refused with

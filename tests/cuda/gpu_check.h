@@ -142,6 +142,14 @@ inline const TileConfigs& tile_configs() {
       GTEST_SKIP() << "the pair variant is compiled only with TREEVERIFY_ALL_VARIANTS";     \
   } while (0)
 
+// A variant no table selects (PlanTuning::variant: r64-s2-k2) is compiled only with every
+// variant; a test of it skips itself elsewhere.
+#define TV_SKIP_WITHOUT_ALL_VARIANTS()                                                    \
+  do {                                                                                    \
+    if (!::treeverify::detail::this_build().all_variants)                                 \
+      GTEST_SKIP() << "variants no table selects are compiled only with TREEVERIFY_ALL_VARIANTS"; \
+  } while (0)
+
 // A fresh seed per call, printed on failure so the case can be replayed: with
 // TREEVERIFY_TEST_SEED set, every call returns that seed instead (run the failing test alone).
 inline uint64_t fresh_seed() {

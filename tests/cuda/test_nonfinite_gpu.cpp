@@ -50,11 +50,9 @@ TEST(GpuNonFinite, ValuesReachOnlyTheRowsThatSeeThem) {
 // One value per variant of the three tables, one pass and split: small enough for the
 // sanitizers (compute-sanitizer: tests/README.md), which check the quarantine's shared-memory
 // writes and the epilogue's atomics.
-// The pair variant: a row is non-finite where either CTA's columns are, and the two CTAs
-// recompute the marked rows between them (pair_kernel.cuh).
-TEST(GpuNonFinite, PairCtas) {
-  TV_SKIP_WITHOUT_GPU();
-  TV_SKIP_WITHOUT_PAIR_CTAS();
+// Every poison on a variant no table selects, run by `base` (PlanTuning::pair_ctas or
+// ::variant), one pass and split.
+void check_untabled_variant(const PlanTuning& base) {
   for (int heads : {2, 8, 16}) {
     const HostCase clean = tvtest::leaf_tree_case(heads, 30, 64, DType::kBF16, fresh_seed());
     for (const tvtest::Poison& p : tvtest::poisons(30, 64)) {
@@ -62,7 +60,7 @@ TEST(GpuNonFinite, PairCtas) {
       const HostCase bad = tvtest::poisoned(clean, p);
       for (int chunk : {0, 32}) {
         GpuOptions o;
-        o.tuning.pair_ctas = true;
+        o.tuning = base;
         o.tuning.chunk_tokens = chunk;
         const GpuResult gpu = run_on_gpu(bad, o);
         ASSERT_EQ(gpu.out.size(), bad.out_elems()) << gpu.plan.kernel;
@@ -74,6 +72,21 @@ TEST(GpuNonFinite, PairCtas) {
       }
     }
   }
+}
+
+// The pair variant: a row is non-finite where either CTA's columns are, and the two CTAs
+// recompute the marked rows between them (pair_kernel.cuh).
+TEST(GpuNonFinite, PairCtas) {
+  TV_SKIP_WITHOUT_GPU();
+  TV_SKIP_WITHOUT_PAIR_CTAS();
+  check_untabled_variant({.pair_ctas = true});
+}
+
+// r64-s2-k2 (two k-groups).
+TEST(GpuNonFinite, TwoKGroups) {
+  TV_SKIP_WITHOUT_GPU();
+  TV_SKIP_WITHOUT_ALL_VARIANTS();
+  check_untabled_variant({.variant = "r64-s2-k2"});
 }
 
 TEST(GpuNonFinite, EveryVariantOnce) {

@@ -193,13 +193,11 @@ TEST(GpuVerify, EveryVariant) {
   TV_SKIP_IF_TABLES_MISSING();
 }
 
-// The pair variant (PlanTuning::pair_ctas: two CTAs of a cluster a 64-row block, each over
-// half of every KV row): page sizes 1 to 128, head counts, ragged requests of 1 to 37 nodes
-// (rows in a block's last CTA pair past the request), partial last tiles, split and one-pass
-// schedules, both dtypes; under the device's own table and sm_120's.
-TEST(GpuVerify, PairCtas) {
-  TV_SKIP_WITHOUT_GPU();
-  TV_SKIP_WITHOUT_PAIR_CTAS();
+// A 64-row variant no table selects, run by `base` (PlanTuning::pair_ctas or ::variant) and
+// named `name` in the plan's kernel: page sizes 1 to 128, head counts, ragged requests of 1 to
+// 37 nodes (rows in a block's last CTA past the request), partial last tiles, split and
+// one-pass schedules, both dtypes; under the device's own table and sm_120's.
+void check_untabled_variant(const std::string& name, const PlanTuning& base) {
   const int pages[] = {1, 16, 64, 128};
   const int heads[] = {8, 5, 16, 128};
   const int chunks[] = {0, 32, 96, 0};
@@ -207,11 +205,11 @@ TEST(GpuVerify, PairCtas) {
     for (int arch : {0, 120}) {
       const int h = heads[i];
       GpuOptions o;
-      o.tuning.pair_ctas = true;
+      o.tuning = base;
       o.tuning.config_arch = arch;
       o.tuning.chunk_tokens = chunks[i];
-      const CaseSpec s{.name = fmt::format("pair, page {} H {} chunk {} config {}", pages[i], h,
-                                           chunks[i], arch),
+      const CaseSpec s{.name = fmt::format("{}, page {} H {} chunk {} config {}", name, pages[i],
+                                           h, chunks[i], arch),
                        .num_heads = h,
                        .tree_sizes = {h >= 33 ? 3 : 37, 1, 70 / h + 1},
                        .prefix_lens = {5000, 700, 0},
@@ -221,10 +219,24 @@ TEST(GpuVerify, PairCtas) {
       SCOPED_TRACE(s.name);
       const HostCase host = make_case(s);
       const GpuResult gpu = run_on_gpu(host, o);
-      EXPECT_NE(gpu.plan.kernel.find("r64-s3-c2"), std::string::npos) << gpu.plan.kernel;
+      EXPECT_NE(gpu.plan.kernel.find(name), std::string::npos) << gpu.plan.kernel;
       expect_close_to_oracle(host, fmt::format("{} seed {}", s.name, s.seed), gpu);
     }
   }
+}
+
+// The pair variant: two CTAs of a cluster a 64-row block, each over half of every KV row.
+TEST(GpuVerify, PairCtas) {
+  TV_SKIP_WITHOUT_GPU();
+  TV_SKIP_WITHOUT_PAIR_CTAS();
+  check_untabled_variant("r64-s3-c2", {.pair_ctas = true});
+}
+
+// r64-s2-k2: 64 rows, two k-groups of 288, two stages of 32 tokens.
+TEST(GpuVerify, TwoKGroups) {
+  TV_SKIP_WITHOUT_GPU();
+  TV_SKIP_WITHOUT_ALL_VARIANTS();
+  check_untabled_variant("r64-s2-k2", {.variant = "r64-s2-k2"});
 }
 
 // The wgmma kernel's shapes on a 16-bit cache (gpu_check.h).

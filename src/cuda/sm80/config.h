@@ -21,15 +21,12 @@ namespace treeverify::cuda::sm80 {
 // kQKDim (576) and kVDim (512): treeverify/types.h, through cuda/common/constants.h.
 inline constexpr int kWarps = 8;
 inline constexpr int kThreads = kWarps * 32;
-// Q.K^T: warp w = (kgroup, sub). The 576-deep product is split over 4 k-groups of 144
-// (9 k-steps of 16), so each warp keeps its Q slice in registers for the whole chunk. The two
-// warps of a k-group split the rows (64-row CTAs: 32 rows each, all tokens of the tile) or the
-// tokens (16 and 32-row CTAs: half the tile each, all rows), so a warp's Q slice never exceeds
-// 32 rows.
-// The 4 partial score tiles are summed in shared memory.
-inline constexpr int kKGroups = 4;
-inline constexpr int kKSteps = kQKDim / 16 / kKGroups;  // 9
-inline constexpr int kQKSubs = kWarps / kKGroups;       // 2
+// Q.K^T: warp w = (kgroup, sub). The 576-deep product is split over kKGroups k-groups (4 of
+// 144, 9 k-steps of 16, or 2 of 288), so each warp keeps its Q slice in registers for the
+// whole chunk: at most 32 rows x 144 or 16 rows x 288 (72 registers). The warps of a k-group
+// split the rows or the tokens of the tile (Variant::kQKRowGroups, kQKTokenGroups), and the
+// k-group partial score tiles are summed in shared memory by the softmax.
+inline constexpr int kKGroupsDefault = 4;
 // KV rows are padded by 16 bytes so the 8 rows one ldmatrix phase reads fall in 8 different
 // 16-byte bank groups (1152 is a multiple of 128: unpadded, all 8 would share one group).
 inline constexpr int kKVRowBytes = kQKDim * 2 + 16;  // 1168
@@ -37,9 +34,13 @@ inline constexpr int kKVRowBytes = kQKDim * 2 + 16;  // 1168
 // One kernel variant: kMTiles m16 tiles of rows per CTA and a kStages-deep pipeline of
 // kTokens-token KV tiles, copied 16 bytes a thread by cp.async, or (kBulk, sm_90+) a row per
 // bulk copy completing on one mbarrier per stage.
-template <int kMTiles_, int kStages_, bool kBulk_ = false, int kTokens_ = 32>
+template <int kMTiles_, int kStages_, bool kBulk_ = false, int kTokens_ = 32,
+          int kKGroups_ = kKGroupsDefault>
 struct Variant {
   static constexpr int kMTiles = kMTiles_;
+  static constexpr int kKGroups = kKGroups_;
+  static constexpr int kKSteps = kQKDim / 16 / kKGroups;  // 9 or 18: a warp's k16 steps
+  static constexpr int kQKSubs = kWarps / kKGroups;       // 2 or 4: warps a k-group
   static constexpr bool kBulk = kBulk_;
   static constexpr int kRows = 16 * kMTiles;
   static constexpr int kStages = kStages_;
@@ -92,9 +93,10 @@ struct Variant {
   static constexpr bool kE4M3InRegisters = kMTiles < 4;
   // 16-row CTAs fit in 128 registers a thread: ask for two CTAs per SM to hide latency.
   static constexpr int kMinBlocks = kMTiles == 1 ? 2 : 1;
-  // Score product: m16 tiles of Q a warp holds, how the two warps of a k-group split the CTA
-  // (kQKRowGroups x kQKTokenGroups = kQKSubs), and the 16-token passes a warp makes a tile.
-  static constexpr int kQKMTiles = kMTiles < 2 ? kMTiles : 2;
+  // Score product: m16 tiles of Q a warp holds (at most 32 rows x 144 deep, 16 x 288), how
+  // the warps of a k-group split the CTA (kQKRowGroups x kQKTokenGroups = kQKSubs), and the
+  // 16-token passes a warp makes a tile.
+  static constexpr int kQKMTiles = kMTiles < 2 ? kMTiles : (kKGroups == 4 ? 2 : 1);
   static constexpr int kQKRowGroups = kMTiles / kQKMTiles;
   static constexpr int kQKTokenGroups = kQKSubs / kQKRowGroups;
   static constexpr int kQKPasses = kTokens / 16 / kQKTokenGroups;
@@ -115,6 +117,7 @@ struct Variant {
   static constexpr int kSmemBytes = kBarOffset + (kBulk ? kStages * 8 : 0);
   static_assert(kRowsPerWarp >= 1 && kTokensPerLane >= 2 && kTokensPerLane % 2 == 0);
   static_assert(kStages >= 2);
+  static_assert(kKGroups == 4 || kKGroups == 2);
   // Halves: a half's QK rows (the two warps of a k-group, w and w + kKGroups, split the rows
   // by w / kKGroups, which is half_of(w)) and softmax rows (kRowsPerWarp a warp) are the rows
   // of its O tiles.
@@ -214,6 +217,10 @@ using VariantR64S4 = Variant<4, 4>;   // 64 rows, 4 stages: sm_90/100 (227 KB pe
 using VariantR16S2Bulk = Variant<1, 2, true>;      // 16 rows, bulk copies (sm_90+); in_order
 using VariantR64S3T16 = Variant<4, 3, false, 16>;  // 64 rows, 3 x 16 tokens: 99 KB; overlap
 using VariantR64C2 = PairVariant;  // 64 rows, 3 x 32 tokens, a pair of CTAs: 99 KB, sm_90+
+// 64 rows, 2 x 32 tokens, 2 k-groups (warps of 16 rows x 288 deep): half the partials a token
+// to sum and 3 barriers a 32 tokens, in 99 KB; in_order. No table selects it yet
+// (PlanTuning::variant runs it).
+using VariantR64S2K2 = Variant<4, 2, false, 32, 2>;
 
 // Whether code for SM version `sm` runs mma.sync e4m3 natively (one QMMA in the SASS: sm_89,
 // sm_120 and sm_121): where Precision::kFast runs its FP8 products.
@@ -225,6 +232,7 @@ static_assert(VariantR32S2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89
 static_assert(VariantR16S2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantR64S3T16::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantR64C2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_120");
+static_assert(VariantR64S2K2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantR32S3::kSmemBytes <= 163 * 1024, "must fit sm_80");
 static_assert(VariantR32S4::kSmemBytes <= 227 * 1024, "must fit sm_90/sm_100");
 static_assert(VariantR64S3::kSmemBytes <= 163 * 1024, "must fit sm_80");
@@ -242,6 +250,8 @@ enum class VariantId : int {
   kR16S2Bulk = 6,
   kR64S3T16 = 7,
   kR64C2 = 8,
+  kR64S2K2 = 9,
+  kLast = kR64S2K2,
 };
 
 // Per-architecture table: the variant a device runs for requests of at most 16 rows, at most
@@ -312,6 +322,8 @@ constexpr decltype(auto) with_variant(VariantId id, F&& f) {
       return f(VariantR64S3T16{});
     case VariantId::kR64C2:
       return f(VariantR64C2{});
+    case VariantId::kR64S2K2:
+      return f(VariantR64S2K2{});
     case VariantId::kR16S2:
     case VariantId::kNone:
       break;
@@ -322,7 +334,7 @@ constexpr decltype(auto) with_variant(VariantId id, F&& f) {
 // The VariantId of variant type V (kNone for a type no id names).
 template <typename V>
 constexpr VariantId variant_id() {
-  for (int i = 0; i <= static_cast<int>(VariantId::kR64C2); ++i) {
+  for (int i = 0; i <= static_cast<int>(VariantId::kLast); ++i) {
     const auto id = static_cast<VariantId>(i);
     if (with_variant(id, [](auto v) { return std::is_same_v<decltype(v), V>; })) return id;
   }
@@ -355,12 +367,18 @@ constexpr bool fast_mode_variant(VariantId id) {
 template <typename V>
 constexpr bool instance_selectable(KvMode mode) {
   constexpr VariantId id = variant_id<V>();
-  if (mode == KvMode::kE4M3) return e4m3_variant(id);
-  if (mode == KvMode::kE4M3Fast) return fast_mode_variant(id);
-  if (id == VariantId::kR64C2) return true;  // PlanTuning::pair_ctas, 16-bit caches
-  for (const TileConfig& c : kTileConfigs)
-    if (table_selects(c.arch, id)) return true;
-  return false;
+  // The variants no table selects (PlanTuning::pair_ctas, PlanTuning::variant): 16-bit caches
+  // only. The pair reads no e4m3; on e4m3 exact mode spills r64-s2-k2 on sm_120 (12 bytes, nvcc
+  // 13.0), and fast mode's products are laid out for 4 k-groups.
+  if constexpr (id == VariantId::kR64C2 || id == VariantId::kR64S2K2) {
+    return mode == KvMode::k16;
+  } else {
+    if (mode == KvMode::kE4M3) return e4m3_variant(id);
+    if (mode == KvMode::kE4M3Fast) return fast_mode_variant(id);
+    for (const TileConfig& c : kTileConfigs)
+      if (table_selects(c.arch, id)) return true;
+    return false;
+  }
 }
 
 // The most shared memory a block may have on SM version `arch`: 163 KB on sm_80/87, 227 KB

@@ -96,12 +96,12 @@ __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, floa
 // scaled by Q's row scale and kv_scale (softmax_tile).
 template <typename V>
 __device__ __forceinline__ void qk_partial_e4m3_exact(
-    uint32_t stage, const uint32_t (&qf)[V::kQKMTiles][kKSteps][4], float* s_red, int kgroup,
+    uint32_t stage, const uint32_t (&qf)[V::kQKMTiles][V::kKSteps][4], float* s_red, int kgroup,
     int sub) {
   const int lane = threadIdx.x % 32;
   const int row0 = (sub / V::kQKTokenGroups) * V::kQKMTiles * 16;
   const int tok0 = (sub % V::kQKTokenGroups) * V::kQKPasses * 16;
-  const uint32_t base = stage + kE4M3RowOffset + kgroup * (kQKDim / kKGroups);
+  const uint32_t base = stage + kE4M3RowOffset + kgroup * (kQKDim / V::kKGroups);
   // One block for both passes where the 16-bit product has it (qk_partial).
   constexpr int kUnroll = V::kStages >= 4 || TV_FITS_3_STAGE_QK_BLOCK ? V::kQKPasses : 1;
 #pragma unroll kUnroll
@@ -116,7 +116,7 @@ __device__ __forceinline__ void qk_partial_e4m3_exact(
       for (int mt = 0; mt < V::kQKMTiles; ++mt) mma_16816<__half>(acc[mt][nt], qf[mt][ks], b0, b1);
     };
 #pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) {
+    for (int ks = 0; ks < V::kKSteps; ++ks) {
       uint32_t kb[2];  // tokens 0-7, 8-15: 16 values each
       ldmatrix_x2(kb, base + (tok_base + lane % 16) * kKVRowBytes + ks * 16);
       products(ks, 0, kb[0]);
@@ -164,9 +164,9 @@ __device__ __forceinline__ void pv_tile_e4m3_exact(uint32_t stage, uint32_t s_p,
 
 // ---- Fast mode ----
 
-// Q.K^T of one k-group (144 values, kKSteps x 16): four k32 steps and one k16.
-inline constexpr int kK32Steps = kQKDim / kKGroups / 32;  // 4
-static_assert(kK32Steps * 32 + 16 == kQKDim / kKGroups);
+// Q.K^T of one of fast mode's 4 k-groups (144 values): four k32 steps and one k16.
+inline constexpr int kK32Steps = kQKDim / kKGroupsDefault / 32;  // 4
+static_assert(kK32Steps * 32 + 16 == kQKDim / kKGroupsDefault);
 
 // Q in fast mode is two e4m3 terms a value with the row's one scale: hi = e4m3(x) and
 // lo = e4m3(x - hi) for x = q x 448 / amax, so the products see hi + lo, about 7 bits of
@@ -180,6 +180,7 @@ inline constexpr int kQTerms = 2;
 // the k16 tail of both terms.
 template <typename V>
 struct QFragsE4M3 {
+  static_assert(V::kKGroups == kKGroupsDefault, "fast mode's products are laid out for 4 k-groups");
   uint32_t k32[kQTerms][V::kQKMTiles][kK32Steps][4];
   uint32_t tail[V::kQKMTiles][4];  // the k16 tail: hi's A fragment, then lo's (qk_partial_e4m3)
 };
@@ -244,7 +245,7 @@ __device__ __forceinline__ void q_fragments_e4m3(uint32_t buf, int kgroup, int r
     for (int mt = 0; mt < V::kQKMTiles; ++mt) {
       const int row = (rgroup * V::kQKMTiles + mt) * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
       const uint32_t base =
-          buf + row * kKVRowBytes + term * kQTermBytes + kgroup * (kQKDim / kKGroups);
+          buf + row * kKVRowBytes + term * kQTermBytes + kgroup * (kQKDim / V::kKGroups);
 #pragma unroll
       for (int ks = 0; ks < kK32Steps; ++ks)
         ldmatrix_x4(qf.k32[term][mt][ks], base + ks * 32 + 16 * (lane / 16));
@@ -270,7 +271,7 @@ __device__ __forceinline__ void qk_partial_e4m3(uint32_t stage, const QFragsE4M3
   for (int pass = 0; pass < V::kQKPasses; ++pass) {
     const int tok_base = tok0 + pass * 16;
     float acc[V::kQKMTiles][2][4] = {};
-    const uint32_t base = stage + kE4M3RowOffset + kgroup * (kQKDim / kKGroups);
+    const uint32_t base = stage + kE4M3RowOffset + kgroup * (kQKDim / V::kKGroups);
     // The k32 steps once a term, K's fragments loaded again for lo: held across both terms
     // they spill the 64-row variant on sm_120.
 #pragma unroll

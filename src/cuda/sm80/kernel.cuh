@@ -6,9 +6,9 @@
 // and used by all rows of the CTA:
 //   1. S = Q K^T (qk_partial; on an e4m3 cache also qk_partial_e4m3_exact, or in fast mode
 //      e4m3 products, qk_partial_e4m3, both in fp8_ops.cuh):
-//      warp (kgroup, sub) multiplies its register-resident 144-deep
-//      Q slice (at most 32 rows) with its tokens; the 4 k-group partials meet in shared
-//      memory (s_red).
+//      warp (kgroup, sub) multiplies its register-resident Q slice (at most 32 rows x 144
+//      deep, or 16 x 288) with its tokens; the V::kKGroups partials meet in shared memory
+//      (s_red).
 //   2. Online softmax (softmax_tile, fp32, log2 units), with the ancestor mask only in tiles
 //      that reach the tree region.
 //   3. O += P V (pv_tile; pv_tile_e4m3_exact, pv_tile_e4m3 on e4m3): in 64-row CTAs of
@@ -185,7 +185,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int kgroup = warp % kKGroups, sub = warp / kKGroups;
+  const int kgroup = warp % V::kKGroups, sub = warp / V::kKGroups;
 
   // Page-table entries travel kIdxAhead tiles ahead of the KV rows: those of tile t are in
   // the copy group of tile t - kIdxAhead, complete before tile t's rows are requested.
@@ -229,7 +229,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   // Q's fragments in registers for the whole chunk: 16-bit, or on an e4m3 cache fp16 (exact
   // mode) or e4m3 codes (fast mode) with each row's scale times kv_scale in s_lse (free until
   // the epilogue), applied by the softmax.
-  std::conditional_t<kFast, QFragsE4M3<V>, uint32_t[V::kQKMTiles][kKSteps][4]> qf;
+  std::conditional_t<kFast, QFragsE4M3<V>, uint32_t[V::kQKMTiles][V::kKSteps][4]> qf;
   // After Q has landed and a barrier: on an e4m3 cache Q is rewritten in place (its row
   // scales to s_lse) and published by a barrier of its own; then each warp loads its fragments.
   auto load_q_fragments = [&] {

@@ -216,7 +216,7 @@ __device__ __forceinline__ void pair_cta(const VerifyKernelParams& p) {
   auto softmax = [&](int tile) {
     const int b = tile % 2;
     mbar_wait(full(b), (tile / 2) & 1);
-    softmax_tile<T, V, false, false, 2>(p, w, s_own, s_p, s_alpha, w.tok_begin + tile * V::kTokens,
+    softmax_tile<T, V, false, false, true>(p, w, s_own, s_p, s_alpha, w.tok_begin + tile * V::kTokens,
                                         mask_row, own_node, row_valid, st, 1.f,
                                         s_recv + b * (V::kScoreBytes / 4));
     __syncwarp();

@@ -133,14 +133,14 @@ __device__ __forceinline__ void copy_q(const VerifyKernelParams& p, const CtaWor
 // and published by a barrier) into registers as mma A fragments.
 template <typename V>
 __device__ __forceinline__ void q_fragments(uint32_t buf, int kgroup, int rgroup,
-                                            uint32_t (&qf)[V::kQKMTiles][kKSteps][4]) {
+                                            uint32_t (&qf)[V::kQKMTiles][V::kKSteps][4]) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int mt = 0; mt < V::kQKMTiles; ++mt) {
 #pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) {
+    for (int ks = 0; ks < V::kKSteps; ++ks) {
       const int row = (rgroup * V::kQKMTiles + mt) * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
-      const int col = (kgroup * kKSteps + ks) * 16 + 8 * (lane / 16);
+      const int col = (kgroup * V::kKSteps + ks) * 16 + 8 * (lane / 16);
       ldmatrix_x4(qf[mt][ks], buf + row * kKVRowBytes + col * 2);
     }
   }
@@ -171,24 +171,27 @@ __device__ __forceinline__ void store_partial_scores(const float (&acc)[V::kQKMT
 // 16 tokens a pass, stored in s_red.
 template <typename T, typename V>
 __device__ __forceinline__ void qk_partial(uint32_t stage,
-                                           const uint32_t (&qf)[V::kQKMTiles][kKSteps][4],
+                                           const uint32_t (&qf)[V::kQKMTiles][V::kKSteps][4],
                                            float* s_red, int kgroup, int sub) {
   const int lane = threadIdx.x % 32;
   const int row0 = (sub / V::kQKTokenGroups) * V::kQKMTiles * 16;
   const int tok0 = (sub % V::kQKTokenGroups) * V::kQKPasses * 16;
   // The passes (two with 64 rows of 32-token tiles) compiled as one block, so ptxas overlaps
   // the next pass's loads with this one's products (about 9% faster on V4, H200, under the
-  // sm_90 and the sm_80 tables), except where that spills (TV_FITS_3_STAGE_QK_BLOCK).
-  constexpr int kUnroll = V::kStages >= 4 || TV_FITS_3_STAGE_QK_BLOCK ? V::kQKPasses : 1;
+  // sm_90 and the sm_80 tables), except where that spills (TV_FITS_3_STAGE_QK_BLOCK). With
+  // one m-tile a warp (2 k-groups) a pass alone has only two accumulators to interleave.
+  constexpr int kUnroll = V::kStages >= 4 || V::kQKMTiles == 1 || TV_FITS_3_STAGE_QK_BLOCK
+                              ? V::kQKPasses
+                              : 1;
 #pragma unroll kUnroll
   for (int pass = 0; pass < V::kQKPasses; ++pass) {
     const int tok_base = tok0 + pass * 16;
     float acc[V::kQKMTiles][2][4] = {};
 #pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) {
+    for (int ks = 0; ks < V::kKSteps; ++ks) {
       uint32_t kb[4];
       const int tok = tok_base + (lane % 8) + 8 * (lane / 16);
-      const int col = (kgroup * kKSteps + ks) * 16 + 8 * ((lane / 8) % 2);
+      const int col = (kgroup * V::kKSteps + ks) * 16 + 8 * ((lane / 8) % 2);
       ldmatrix_x4(kb, stage + tok * kKVRowBytes + col * 2);
 #pragma unroll
       for (int mt = 0; mt < V::kQKMTiles; ++mt) {
@@ -231,9 +234,9 @@ __device__ __forceinline__ int p8_offset(int tau) {
 // `score_scale` is the factor between the products' scores and the true ones: the cache's
 // kv_scale for e4m3 (the products used the stored codes) times Q's row scale (prepare_q_f16,
 // quantize_q).
-// kParts: the partials summed, kKGroups of them at s_red; or 2 (the pair kernel,
-// pair_kernel.cuh): this CTA's at s_red and its partner's at s_red_partner, the same layout.
-template <typename T, typename V, bool kE4M3 = false, bool kFast = false, int kParts = kKGroups>
+// kPartner: the partials summed are this CTA's at s_red and its partner's at s_red_partner,
+// the same layout (the pair kernel, pair_kernel.cuh); otherwise V::kKGroups of them at s_red.
+template <typename T, typename V, bool kE4M3 = false, bool kFast = false, bool kPartner = false>
 __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const CtaWork& w,
                                              const float* s_red, T* s_p, float* s_alpha, int first,
                                              const uint32_t* mask_row, int own_node, bool row_valid,
@@ -245,13 +248,18 @@ __device__ __forceinline__ void softmax_tile(const VerifyKernelParams& p, const 
   const int col = (lane % V::kLanesPerRow) * V::kTokensPerLane;
   constexpr int kN = V::kTokensPerLane;
   float x[kN] = {};
-  static_assert(kParts == kKGroups || kParts == 2);
+  constexpr int kParts = [] {
+    if constexpr (kPartner)
+      return 2;
+    else
+      return V::kKGroups;
+  }();
 #pragma unroll
   for (int g = 0; g < kParts; ++g) {
 #pragma unroll
     for (int j = 0; j < kN; j += 2) {
       float2 v;
-      if constexpr (kParts == 2)
+      if constexpr (kPartner)
         v = *reinterpret_cast<const float2*>((g == 0 ? s_red : s_red_partner) +
                                              row * V::kRedStride + col + j);
       else
