@@ -29,7 +29,7 @@ struct PlanTuning {
   bool pair_ctas = false;
   // Run this variant of the portable kernel for every request, by the name a plan's kernel
   // shows (r64-s3-t16, r64-s2-k2, ...), in place of the table's choice: for variants no table
-  // selects yet (r64-s2-k2: 64 rows, two k-groups, docs/kernels/portable-mma.md) and to time
+  // selects yet (r64-s2-k2, r64-s3-t16-w16: docs/kernels/portable-mma.md) and to time
   // one table's variant beside another. 16-bit caches and e4m3 exact mode, where the variant
   // has that kernel; builds with every variant. Empty: the table's.
   std::string variant = {};

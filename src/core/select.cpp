@@ -427,8 +427,10 @@ std::string variant_name(VariantId v) {
     std::string kgroups;
     if constexpr (V::kClusterCtas == 1)
       if (V::kKGroups != cuda::sm80::kKGroupsDefault) kgroups = fmt::format("-k{}", V::kKGroups);
-    return fmt::format("r{}-s{}{}{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "",
-                       pair, kgroups);
+    const std::string warps =
+        V::kWarps != cuda::sm80::kWarpsDefault ? fmt::format("-w{}", V::kWarps) : "";
+    return fmt::format("r{}-s{}{}{}{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "",
+                       pair, kgroups, warps);
   });
 }
 

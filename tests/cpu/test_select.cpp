@@ -245,11 +245,12 @@ TEST(Select, TuningRunsThePairVariant) {
 TEST(Select, TuningRunsANamedVariant) {
   const Machine machine = h200_every_variant();
   KernelChoice c;
-  for (int arch : {0, 120}) {
-    ASSERT_TRUE(choose(make(kTree128), machine, {}, {.config_arch = arch, .variant = "r64-s2-k2"},
-                       &c)
-                    .ok());
-    EXPECT_EQ(c.name(), fmt::format("mma/bf16/r64-s2-k2/sm{}-table", arch == 0 ? 90 : 120));
+  for (const char* v : {"r64-s2-k2", "r64-s3-t16-w16"}) {
+    for (int arch : {0, 120}) {
+      ASSERT_TRUE(
+          choose(make(kTree128), machine, {}, {.config_arch = arch, .variant = v}, &c).ok());
+      EXPECT_EQ(c.name(), fmt::format("mma/bf16/{}/sm{}-table", v, arch == 0 ? 90 : 120));
+    }
   }
   // Also for fewer rows than it holds, and a tabled variant by its name.
   ASSERT_TRUE(choose(make(kTree32), machine, {}, {.variant = "r64-s2-k2"}, &c).ok());
@@ -260,7 +261,7 @@ TEST(Select, TuningRunsANamedVariant) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
   EXPECT_NE(s.message().find("r64-s2-k2"), std::string::npos) << s.message();  // the names
   // 16-bit caches only, as the pair.
-  for (const char* v : {"r64-s2-k2", "r64-s3-c2"}) {
+  for (const char* v : {"r64-s2-k2", "r64-s3-t16-w16", "r64-s3-c2"}) {
     s = choose(make(kE4M3Fast128), machine, {}, {.variant = v}, &c);
     EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
     EXPECT_NE(s.message().find("no kernel for e4m3 caches"), std::string::npos) << s.message();

@@ -89,6 +89,13 @@ TEST(GpuNonFinite, TwoKGroups) {
   check_untabled_variant({.variant = "r64-s2-k2"});
 }
 
+// r64-s3-t16-w16 (16 warps; the first 8 recompute).
+TEST(GpuNonFinite, SixteenWarps) {
+  TV_SKIP_WITHOUT_GPU();
+  TV_SKIP_WITHOUT_ALL_VARIANTS();
+  check_untabled_variant({.variant = "r64-s3-t16-w16"});
+}
+
 TEST(GpuNonFinite, EveryVariantOnce) {
   TV_SKIP_WITHOUT_GPU();
   for (int heads : {2, 8, 16}) {

@@ -239,6 +239,13 @@ TEST(GpuVerify, TwoKGroups) {
   check_untabled_variant("r64-s2-k2", {.variant = "r64-s2-k2"});
 }
 
+// r64-s3-t16-w16: r64-s3-t16 on 16 warps.
+TEST(GpuVerify, SixteenWarps) {
+  TV_SKIP_WITHOUT_GPU();
+  TV_SKIP_WITHOUT_ALL_VARIANTS();
+  check_untabled_variant("r64-s3-t16-w16", {.variant = "r64-s3-t16-w16"});
+}
+
 // The wgmma kernel's shapes on a 16-bit cache (gpu_check.h).
 TEST(GpuVerify, WgmmaPagesHeadsAndChunks) {
   TV_SKIP_WITHOUT_GPU();

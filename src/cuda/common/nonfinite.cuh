@@ -32,8 +32,9 @@
 
 namespace treeverify::cuda {
 
-// The warps that recompute: the 8 of the portable kernel's CTA, the consumer warps of the
-// wgmma kernel's (each kernel asserts it calls recompute_nan_rows from exactly these).
+// The warps that recompute: the first 8 of the portable kernel's CTA (of 8 or 16 warps), the
+// consumer warps of the wgmma kernel's (each kernel calls recompute_nan_rows from exactly
+// these).
 inline constexpr int kRecomputeWarps = 8;
 
 // Row r of the CTA (its request row w.row0 + r) over the chunk [w.tok_begin, w.tok_end),

@@ -19,8 +19,8 @@
 namespace treeverify::cuda::sm80 {
 
 // kQKDim (576) and kVDim (512): treeverify/types.h, through cuda/common/constants.h.
-inline constexpr int kWarps = 8;
-inline constexpr int kThreads = kWarps * 32;
+// Warps a CTA: 8 (two a scheduler), or 16 (four, at 128 registers a thread).
+inline constexpr int kWarpsDefault = 8;
 // Q.K^T: warp w = (kgroup, sub). The 576-deep product is split over kKGroups k-groups (4 of
 // 144, 9 k-steps of 16, or 2 of 288), so each warp keeps its Q slice in registers for the
 // whole chunk: at most 32 rows x 144 or 16 rows x 288 (72 registers). The warps of a k-group
@@ -35,9 +35,11 @@ inline constexpr int kKVRowBytes = kQKDim * 2 + 16;  // 1168
 // kTokens-token KV tiles, copied 16 bytes a thread by cp.async, or (kBulk, sm_90+) a row per
 // bulk copy completing on one mbarrier per stage.
 template <int kMTiles_, int kStages_, bool kBulk_ = false, int kTokens_ = 32,
-          int kKGroups_ = kKGroupsDefault>
+          int kKGroups_ = kKGroupsDefault, int kWarps_ = kWarpsDefault>
 struct Variant {
   static constexpr int kMTiles = kMTiles_;
+  static constexpr int kWarps = kWarps_;
+  static constexpr int kThreads = kWarps * 32;
   static constexpr int kKGroups = kKGroups_;
   static constexpr int kKSteps = kQKDim / 16 / kKGroups;  // 9 or 18: a warp's k16 steps
   static constexpr int kQKSubs = kWarps / kKGroups;       // 2 or 4: warps a k-group
@@ -96,7 +98,8 @@ struct Variant {
   // Score product: m16 tiles of Q a warp holds (at most 32 rows x 144 deep, 16 x 288), how
   // the warps of a k-group split the CTA (kQKRowGroups x kQKTokenGroups = kQKSubs), and the
   // 16-token passes a warp makes a tile.
-  static constexpr int kQKMTiles = kMTiles < 2 ? kMTiles : (kKGroups == 4 ? 2 : 1);
+  // A warp's Q slice is kQKMTiles x 144 / kKGroups x 4 registers: 72 with 8 warps, 36 with 16.
+  static constexpr int kQKMTiles = kMTiles < 2 ? kMTiles : kKGroups * 4 / kWarps;
   static constexpr int kQKRowGroups = kMTiles / kQKMTiles;
   static constexpr int kQKTokenGroups = kQKSubs / kQKRowGroups;
   static constexpr int kQKPasses = kTokens / 16 / kQKTokenGroups;
@@ -118,6 +121,9 @@ struct Variant {
   static_assert(kRowsPerWarp >= 1 && kTokensPerLane >= 2 && kTokensPerLane % 2 == 0);
   static_assert(kStages >= 2);
   static_assert(kKGroups == 4 || kKGroups == 2);
+  static_assert(kWarps == 8 || (kWarps == 16 && kMTiles == 4 && kKGroups == 4 && kTokens == 16),
+                "16 warps: the 64-row variant of 16-token tiles");
+  static_assert(kQKMTiles >= 1 && kMTiles % kQKMTiles == 0);
   // Halves: a half's QK rows (the two warps of a k-group, w and w + kKGroups, split the rows
   // by w / kKGroups, which is half_of(w)) and softmax rows (kRowsPerWarp a warp) are the rows
   // of its O tiles.
@@ -150,6 +156,8 @@ struct Variant {
 // P.V(i). No table selects it yet (PlanTuning::pair_ctas runs it).
 struct PairVariant {
   static constexpr int kClusterCtas = 2;
+  static constexpr int kWarps = kWarpsDefault;
+  static constexpr int kThreads = kWarps * 32;
   static constexpr int kMTiles = 4;
   static constexpr int kRows = 64;
   static constexpr int kStages = 3;
@@ -221,6 +229,10 @@ using VariantR64C2 = PairVariant;  // 64 rows, 3 x 32 tokens, a pair of CTAs: 99
 // to sum and 3 barriers a 32 tokens, in 99 KB; in_order. No table selects it yet
 // (PlanTuning::variant runs it).
 using VariantR64S2K2 = Variant<4, 2, false, 32, 2>;
+// r64-s3-t16 on 16 warps (four a scheduler, 128 registers a thread): a warp's Q 16 rows x 144
+// (36 registers), its O 64 rows x 32 columns (64); the same shared memory. No table selects
+// it yet (PlanTuning::variant runs it).
+using VariantR64S3T16W16 = Variant<4, 3, false, 16, 4, 16>;
 
 // Whether code for SM version `sm` runs mma.sync e4m3 natively (one QMMA in the SASS: sm_89,
 // sm_120 and sm_121): where Precision::kFast runs its FP8 products.
@@ -233,6 +245,7 @@ static_assert(VariantR16S2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89
 static_assert(VariantR64S3T16::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantR64C2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_120");
 static_assert(VariantR64S2K2::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
+static_assert(VariantR64S3T16W16::kSmemBytes <= kSmemLimitConsumer, "must fit sm_86/89/120");
 static_assert(VariantR32S3::kSmemBytes <= 163 * 1024, "must fit sm_80");
 static_assert(VariantR32S4::kSmemBytes <= 227 * 1024, "must fit sm_90/sm_100");
 static_assert(VariantR64S3::kSmemBytes <= 163 * 1024, "must fit sm_80");
@@ -251,7 +264,8 @@ enum class VariantId : int {
   kR64S3T16 = 7,
   kR64C2 = 8,
   kR64S2K2 = 9,
-  kLast = kR64S2K2,
+  kR64S3T16W16 = 10,
+  kLast = kR64S3T16W16,
 };
 
 // Per-architecture table: the variant a device runs for requests of at most 16 rows, at most
@@ -324,6 +338,8 @@ constexpr decltype(auto) with_variant(VariantId id, F&& f) {
       return f(VariantR64C2{});
     case VariantId::kR64S2K2:
       return f(VariantR64S2K2{});
+    case VariantId::kR64S3T16W16:
+      return f(VariantR64S3T16W16{});
     case VariantId::kR16S2:
     case VariantId::kNone:
       break;
@@ -368,9 +384,11 @@ template <typename V>
 constexpr bool instance_selectable(KvMode mode) {
   constexpr VariantId id = variant_id<V>();
   // The variants no table selects (PlanTuning::pair_ctas, PlanTuning::variant): 16-bit caches
-  // only. The pair reads no e4m3; on e4m3 exact mode spills r64-s2-k2 on sm_120 (12 bytes, nvcc
-  // 13.0), and fast mode's products are laid out for 4 k-groups.
-  if constexpr (id == VariantId::kR64C2 || id == VariantId::kR64S2K2) {
+  // only. The pair reads no e4m3; e4m3 exact mode spills r64-s2-k2 on sm_120 (12 bytes, nvcc
+  // 13.0) and r64-s3-t16-w16 on sm_89 and sm_90 (8), and fast mode's products are laid out for
+  // 8 warps of 4 k-groups.
+  if constexpr (id == VariantId::kR64C2 || id == VariantId::kR64S2K2 ||
+                id == VariantId::kR64S3T16W16) {
     return mode == KvMode::k16;
   } else {
     if (mode == KvMode::kE4M3) return e4m3_variant(id);

@@ -53,7 +53,7 @@ __device__ __forceinline__ void dequantize_tile(uint32_t stage) {
   constexpr int kRowPieces = kQKDim / 16;  // 36: lanes 0-31, then lanes 0-3 again
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   __syncwarp();  // the lanes' copies of the warp's rows, landed for each, seen by all
-  for (int row = warp; row < V::kTokens; row += kWarps) {
+  for (int row = warp; row < V::kTokens; row += V::kWarps) {
     const uint32_t r = stage + row * kKVRowBytes;
     const uint4 a = ld_shared_v4(r + kE4M3RowOffset + lane * 16);
     uint4 b = make_uint4(0, 0, 0, 0);

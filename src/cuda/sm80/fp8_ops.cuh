@@ -50,7 +50,7 @@ template <typename T, typename V, bool kPermute>
 __device__ __forceinline__ void prepare_q_f16(uint8_t* s_q, float* s_scale, float kv_scale) {
   constexpr int kPairs = kQKDim / 2 / 32;  // 9 a lane
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  for (int r = warp; r < V::kRows; r += kWarps) {
+  for (int r = warp; r < V::kRows; r += V::kWarps) {
     uint32_t* row = reinterpret_cast<uint32_t*>(s_q + r * kKVRowBytes);
     uint32_t pair[kPairs];
 #pragma unroll
@@ -180,7 +180,8 @@ inline constexpr int kQTerms = 2;
 // the k16 tail of both terms.
 template <typename V>
 struct QFragsE4M3 {
-  static_assert(V::kKGroups == kKGroupsDefault, "fast mode's products are laid out for 4 k-groups");
+  static_assert(V::kKGroups == kKGroupsDefault && V::kWarps == kWarpsDefault,
+                "fast mode's products are laid out for 8 warps of 4 k-groups");
   uint32_t k32[kQTerms][V::kQKMTiles][kK32Steps][4];
   uint32_t tail[V::kQKMTiles][4];  // the k16 tail: hi's A fragment, then lo's (qk_partial_e4m3)
 };
@@ -202,7 +203,7 @@ template <typename T, typename V>
 __device__ __forceinline__ void quantize_q(uint8_t* s_q, float* s_scale, float kv_scale) {
   constexpr int kPairs = kQKDim / 2 / 32;  // 9 a lane
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  for (int r = warp; r < V::kRows; r += kWarps) {
+  for (int r = warp; r < V::kRows; r += V::kWarps) {
     uint8_t* row = s_q + r * kKVRowBytes;
     float v[2 * kPairs], amax = 0.f;
 #pragma unroll

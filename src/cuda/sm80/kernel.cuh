@@ -325,6 +325,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
   if constexpr (kE4M3) v_scale = __ldg(p.kv_scale) * kPartScale;
   epilogue<T, V, kE4M3, kFast || kE4M3Regs>(p, w, st, s_alpha, s_lse, o, v_scale, kPartScale);
   __syncthreads();  // the epilogue's stores and its NaN rows in s_lse
+  if (V::kWarps > kRecomputeWarps && warp >= kRecomputeWarps) return;  // 16 warps: 8 recompute
   recompute_nan_rows<T, V, kE4M3>(p, smem, s_lse);
 }
 
@@ -333,7 +334,7 @@ __device__ __forceinline__ void verify_cta(const VerifyKernelParams& p) {
 // TREEVERIFY_ALL_VARIANTS, one that no tile table its code serves selects) is never launched
 // there (dispatch checks the same variant_compiled_for), so a trap stands in its place.
 template <typename T, typename V, KvMode kMode>
-__global__ void __launch_bounds__(kThreads, V::kMinBlocks)
+__global__ void __launch_bounds__(V::kThreads, V::kMinBlocks)
     verify_mma_kernel(const __grid_constant__ VerifyKernelParams p) {
 #if TV_HAS_PDL
   // Lets the combine kernel, launched as a programmatic dependent, be scheduled as SMs free up;

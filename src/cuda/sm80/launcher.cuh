@@ -18,7 +18,7 @@ template <typename T, typename V, KvMode kMode>
 cudaError_t launch_verify(const VerifyKernelParams& params, dim3 grid, cudaStream_t stream) {
   if (cudaError_t err = raise_smem_limit<T, V, kMode>(); err != cudaSuccess) return err;
   if constexpr (V::kClusterCtas == 1) {
-    verify_mma_kernel<T, V, kMode><<<grid, kThreads, V::kSmemBytes, stream>>>(params);
+    verify_mma_kernel<T, V, kMode><<<grid, V::kThreads, V::kSmemBytes, stream>>>(params);
     return cudaGetLastError();
   } else {
     cudaLaunchAttribute cluster{};
@@ -28,7 +28,7 @@ cudaError_t launch_verify(const VerifyKernelParams& params, dim3 grid, cudaStrea
     cluster.val.clusterDim.z = 1;
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(grid.x * V::kClusterCtas, grid.y, grid.z);
-    config.blockDim = dim3(kThreads);
+    config.blockDim = dim3(V::kThreads);
     config.dynamicSmemBytes = V::kSmemBytes;
     config.stream = stream;
     config.attrs = &cluster;
@@ -47,7 +47,7 @@ int verify_ctas_per_sm() {
   int blocks = 0;
   if (raise_smem_limit<T, V, kMode>() != cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, verify_mma_kernel<T, V, kMode>,
-                                                    kThreads, V::kSmemBytes) != cudaSuccess) {
+                                                    V::kThreads, V::kSmemBytes) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }

@@ -61,7 +61,7 @@ __device__ __forceinline__ void load_pair_tile(const VerifyKernelParams& p, uint
 template <typename V>
 __device__ __forceinline__ void copy_pair_q(const VerifyKernelParams& p, const CtaWork& w,
                                             uint32_t buf, uint32_t rank) {
-  constexpr int kThreadsPerRow = kThreads / V::kRows, kPieces = V::kDepth * 2 / 16;
+  constexpr int kThreadsPerRow = V::kThreads / V::kRows, kPieces = V::kDepth * 2 / 16;
   const int r = threadIdx.x / kThreadsPerRow, sub = threadIdx.x % kThreadsPerRow;
   const int gr = w.row0 + r;
   const char* src = static_cast<const char*>(p.q);
@@ -142,7 +142,7 @@ __device__ __forceinline__ void pair_cta(const VerifyKernelParams& p) {
   // bytes expected, the partner's st.async completing them); empty[b]: the partner has read
   // what this CTA pushed into its buffer b (one arrival from each of the partner's warps).
   // Each group of 4 warps (rows 32 g .. + 32) has barriers of its own.
-  constexpr int kGroupThreads = kThreads / V::kGroups;
+  constexpr int kGroupThreads = V::kThreads / V::kGroups;
   constexpr uint32_t kGroupTx = V::kScoreTxBytes / V::kGroups;
   const int group = static_cast<int>(threadIdx.x) / kGroupThreads;
   auto full = [&](int b) { return s_kv + V::kBarOffset + 8 * (2 * group + b); };
@@ -150,7 +150,7 @@ __device__ __forceinline__ void pair_cta(const VerifyKernelParams& p) {
   if (threadIdx.x % kGroupThreads == 0) {
     for (int b = 0; b < 2; ++b) {
       mbar_init(full(b), 1);
-      mbar_init(empty(b), kWarps / V::kGroups);
+      mbar_init(empty(b), V::kWarps / V::kGroups);
     }
     mbar_init_fence();
     mbar_arrive_expect_tx(full(0), kGroupTx);  // tiles 0 and 1

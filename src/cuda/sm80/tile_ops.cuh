@@ -42,11 +42,11 @@ __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32
     // Warp w copies rows w, w + 8, ... (the rows dequantize_tile has it widen, so no CTA
     // barrier stands between the copies landing and the widening): kLanesPerRow lanes a row,
     // pieces sub, sub + kLanesPerRow, ... of the row's 36 pieces of 16 bytes.
-    constexpr int kPieces = kQKDim / 16, kRowsPerWarp = V::kTokens / kWarps;
+    constexpr int kPieces = kQKDim / 16, kRowsPerWarp = V::kTokens / V::kWarps;
     constexpr int kLanesPerRow = 32 / kRowsPerWarp;  // 8 (32-token tiles) or 16
-    static_assert(V::kTokens % kWarps == 0 && 32 % kRowsPerWarp == 0);
+    static_assert(V::kTokens % V::kWarps == 0 && 32 % kRowsPerWarp == 0);
     const int lane = static_cast<int>(threadIdx.x) % 32, sub = lane % kLanesPerRow;
-    const int tok = static_cast<int>(threadIdx.x) / 32 + kWarps * (lane / kLanesPerRow);
+    const int tok = static_cast<int>(threadIdx.x) / 32 + V::kWarps * (lane / kLanesPerRow);
     const int t = first + tok;
     const char* src = static_cast<const char*>(p.kv) + sub * 16;
     int bytes = 0;
@@ -64,8 +64,8 @@ __device__ __forceinline__ void load_kv_tile(const VerifyKernelParams& p, uint32
   }
   constexpr int kChunks = kQKDim * 2 / 16;  // 72 pieces of 16 bytes a row
   constexpr int kThreadsPerToken = 8;
-  static_assert(kChunks % kThreadsPerToken == 0 && V::kTokens * kThreadsPerToken <= kThreads);
-  if constexpr (V::kTokens * kThreadsPerToken < kThreads)
+  static_assert(kChunks % kThreadsPerToken == 0 && V::kTokens * kThreadsPerToken <= V::kThreads);
+  if constexpr (V::kTokens * kThreadsPerToken < V::kThreads)
     if (threadIdx.x >= V::kTokens * kThreadsPerToken) return;
   const int tok = threadIdx.x / kThreadsPerToken;
   const int sub = threadIdx.x % kThreadsPerToken;
@@ -113,7 +113,7 @@ __device__ __forceinline__ void load_kv_tile_bulk(const VerifyKernelParams& p, u
 template <typename V>
 __device__ __forceinline__ void copy_q(const VerifyKernelParams& p, const CtaWork& w,
                                        uint32_t buf) {
-  constexpr int kThreadsPerRow = kThreads / V::kRows;  // 4, 8 or 16
+  constexpr int kThreadsPerRow = V::kThreads / V::kRows;  // 4, 8 or 16
   constexpr int kChunks = kQKDim * 2 / 16;
   const int r = threadIdx.x / kThreadsPerRow;
   const int sub = threadIdx.x % kThreadsPerRow;
