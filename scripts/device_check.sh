@@ -6,13 +6,16 @@
 # runs; the exit status is 1 when any stage failed.
 #
 #   scripts/device_check.sh [--skip-build] [--tier default|full] [--bench-cases "V1 V3"]
-#                           [--no-tests] [--no-python] [--no-bench]
+#                           [--variants "r64-s2-k2 ..."] [--no-tests] [--no-python] [--no-bench]
 #
 #   --skip-build     reuse $BUILD_DIR (default build/) as it is: a build tree, or binaries in
 #                    bin/ and their libraries in lib/, gzipped or not (bench/tools/device_package.sh)
 #   --tier full      the GPU tests' full sweep (--full for short); default: the default tier
 #                    (tests/README.md)
 #   --bench-cases    the suite cases to benchmark (default: all of bench/suite.json)
+#   --variants       also benchmark them under the sm_120 table with each of these portable
+#                    variants (--variant NAME, a column each, in this order; a name twice is a
+#                    second run), beside the table's own
 #   --sanitize F     also run compute-sanitizer memcheck and racecheck on the GPU tests that
 #                    the gtest filter F names (logs memcheck.log, racecheck.log)
 #   --no-tests, --no-python, --no-bench: leave out the C++ GPU tests, the Python tests, the bench
@@ -20,7 +23,7 @@
 # time is the float64 oracle, one CPU core a process. STAGE_TIMEOUT (default 900) bounds each run.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-build=${BUILD_DIR:-build} out=${OUT:-device-logs} tier=default cases="" sanitize=""
+build=${BUILD_DIR:-build} out=${OUT:-device-logs} tier=default cases="" sanitize="" variants=""
 do_build=1 do_tests=1 do_python=1 do_bench=1
 while [ $# -gt 0 ]; do
   case $1 in
@@ -32,6 +35,7 @@ while [ $# -gt 0 ]; do
     --no-bench) do_bench=0 ;;
     --bench-cases) cases=${2:?--bench-cases "V1 V3"}; shift ;;
     --sanitize) sanitize=${2:?--sanitize GTEST_FILTER}; shift ;;
+    --variants) variants=${2:?--variants "r64-s2-k2 r64-s3-t16-w16"}; shift ;;
     -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "device_check: unknown option $1 (--help)" >&2; exit 2 ;;
   esac
@@ -124,8 +128,10 @@ fi
 # The suite's benchmarks, each section of bench.txt headed "== bench NAME: flags".
 if ((do_bench)); then
   : >"$out/bench.txt"
-  for c in "bf16:" "sm120-table:--config-arch 120" "e4m3-exact:--kv-format e4m3" \
-    "e4m3-fast:--kv-format e4m3 --precision fast"; do
+  columns=("bf16:" "sm120-table:--config-arch 120")
+  for v in $variants; do columns+=("$v:--config-arch 120 --variant $v"); done
+  columns+=("e4m3-exact:--kv-format e4m3" "e4m3-fast:--kv-format e4m3 --precision fast")
+  for c in "${columns[@]}"; do
     echo "== bench ${c%%:*}: ${c#*:}" >>"$out/bench.txt"
     # shellcheck disable=SC2086  # the flags and the cases are word lists
     log=$(timeout "$limit" "$tv" bench --backend cuda ${c#*:} $cases 2>&1)
@@ -142,9 +148,9 @@ if ((do_bench)); then
   awk '/^== bench / { name[++ncol] = $3; sub(/:$/, "", name[ncol]) }
        /^[A-Z][0-9]/ { if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 }
          ms[$1, ncol] = / FAIL / ? "FAIL" : / ERROR / ? "ERR" : $(NF - 4) }
-       END { printf "%-8s", "case"; for (c = 1; c <= ncol; c++) printf " %12s", name[c]; print ""
+       END { printf "%-8s", "case"; for (c = 1; c <= ncol; c++) printf " %14s", name[c]; print ""
              for (i = 1; i <= n; i++) { printf "%-8s", order[i]
-               for (c = 1; c <= ncol; c++) printf " %12s", ((order[i], c) in ms) ? ms[order[i], c] : "-"
+               for (c = 1; c <= ncol; c++) printf " %14s", ((order[i], c) in ms) ? ms[order[i], c] : "-"
                print "" } }' "$out/bench.txt"
 fi
 exit $failed
