@@ -202,15 +202,10 @@ Status select_cuda(const VerifyProblem& problem, const ProblemSummary& summary,
   if (!tuning.variant.empty()) {
     TV_REQUIRE(!tuning.pair_ctas, "tuning.variant", "'{}' together with tuning.pair_ctas",
                tuning.variant);
-    VariantId named = VariantId::kNone;
-    std::string names;
-    for (int i = 0; i <= static_cast<int>(VariantId::kLast); ++i) {
-      const auto id = static_cast<VariantId>(i);
-      if (variant_name(id) == tuning.variant) named = id;
-      names += fmt::format("{}{}", names.empty() ? "" : ", ", variant_name(id));
-    }
+    const VariantId named = variant_by_name(tuning.variant);
     TV_REQUIRE(named != VariantId::kNone, "tuning.variant",
-               "'{}' is no variant of the portable kernel ({})", tuning.variant, names);
+               "'{}' is no variant of the portable kernel ({})", tuning.variant,
+               variant_names());
     const bool has_kernel = cuda::sm80::with_variant(named, [&]<typename V>(V) {
       return cuda::sm80::instance_selectable<V>(e4m3 ? KvMode::kE4M3 : KvMode::k16);
     });
@@ -418,69 +413,6 @@ BuildDescription this_build() {
   b.e4m3_mma = b.cuda && TREEVERIFY_CUDA_E4M3_MMA != 0;
   b.sm90a = b.cuda && TREEVERIFY_CUDA_SM90A != 0;
   return b;
-}
-
-std::string variant_name(VariantId v) {
-  return cuda::sm80::with_variant(v, [&]<typename V>(V) {
-    const std::string tokens = V::kTokens != 32 ? fmt::format("-t{}", V::kTokens) : "";
-    const std::string pair = V::kClusterCtas > 1 ? fmt::format("-c{}", V::kClusterCtas) : "";
-    std::string kgroups;
-    if constexpr (V::kClusterCtas == 1)
-      if (V::kKGroups != cuda::sm80::kKGroupsDefault) kgroups = fmt::format("-k{}", V::kKGroups);
-    const std::string warps =
-        V::kWarps != cuda::sm80::kWarpsDefault ? fmt::format("-w{}", V::kWarps) : "";
-    return fmt::format("r{}-s{}{}{}{}{}{}", V::kRows, V::kStages, tokens, V::kBulk ? "-bulk" : "",
-                       pair, kgroups, warps);
-  });
-}
-
-std::string wgmma_name() {
-  return fmt::format("wgmma-r{}-t{}", cuda::sm90::WgmmaTile::kRows,
-                     cuda::sm90::WgmmaTile::kTokens);
-}
-
-std::string KernelChoice::name() const {
-  switch (family) {
-    case KernelFamily::kCpuReference:
-      return "cpu-reference/fp64";
-    case KernelFamily::kCpu:
-      return "cpu/fp32-blas";
-    case KernelFamily::kMma:
-    case KernelFamily::kWgmma:
-      break;
-    case KernelFamily::kNone:
-      return "none";
-  }
-  const bool e4m3 = kv_format == KvFormat::kE4M3;
-  const std::string data = fmt::format("{}{}{}", dtype_name(dtype), e4m3 ? "-e4m3kv" : "",
-                                       precision == Precision::kFast ? "-fast" : "");
-  if (family == KernelFamily::kWgmma)
-    return fmt::format("wgmma/{}/r{}-t{}{}/sm90a", data, cuda::sm90::WgmmaTile::kRows,
-                       cuda::sm90::WgmmaTile::kTokens, tma ? "+tma" : "");
-  return fmt::format("mma/{}/{}/sm{}-table", data, variant_name(variant), config_arch);
-}
-
-std::string KernelChoice::explain_kernel() const {
-  if (family != KernelFamily::kMma && family != KernelFamily::kWgmma) return where;
-  return fmt::format("{} runs sm_{} code; {} rows a CTA ({}){}{}, {}-token KV tiles{}{}", where,
-                     code_arch, rows_per_cta, why_rows, why_family,
-                     halves  ? " in two halves, one's softmax beside the other's products"
-                     : pair ? ", a pair of CTAs (one cluster) a row block, each over half of "
-                              "every KV row"
-                            : "",
-                     tile_tokens, why_copies, why_precision);
-}
-
-std::string KernelChoice::explain() const {
-  if (family != KernelFamily::kMma && family != KernelFamily::kWgmma) return where;
-  const SplitSchedule& s = schedule;
-  const std::string split = s.partial_rows > 0
-                                ? fmt::format(", {} partial rows to combine", s.partial_rows)
-                                : ", no request split";
-  return fmt::format("{}; {} row block(s) x {} chunk(s) of {} tokens = {} CTAs, {} per SM{}; "
-                     "modelled {:.1f} us",
-                     explain_kernel(), s.max_row_blocks, s.num_chunks, s.chunk_tokens, s.num_ctas,
-                     ctas_per_sm, split, s.est_ns * 1e-3);
 }
 
 Status select_kernel(const VerifyProblem& problem, const ProblemSummary& summary,

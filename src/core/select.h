@@ -103,8 +103,12 @@ struct KernelChoice {
   std::string explain_kernel() const;
 };
 
-// "r<rows>-s<stages>[-t<tokens>][-bulk]": a portable variant's name, in code, CLI and docs.
+// "r<rows>-s<stages>[-t<tokens>][-bulk][-c<ctas>][-k<kgroups>][-w<warps>]": a portable
+// variant's name, in code, CLI and docs (kernel_names.cpp, as the rest of this block).
 std::string variant_name(cuda::sm80::VariantId v);
+// The variant of that name (kNone if none), and every variant's name, for an error message.
+cuda::sm80::VariantId variant_by_name(const std::string& name);
+std::string variant_names();
 // "r<rows>-t<tokens>": the wgmma kernel's tile.
 std::string wgmma_name();
 

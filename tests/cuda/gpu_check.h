@@ -128,26 +128,24 @@ inline const TileConfigs& tile_configs() {
     if (!tv_missing.empty()) GTEST_SKIP() << tv_missing;                           \
   } while (0)
 
-// The pair variant (PlanTuning::pair_ctas) needs thread-block clusters (sm_90+) and a build
-// with every variant; a test of it skips itself elsewhere.
-#define TV_SKIP_WITHOUT_PAIR_CTAS()                                                         \
-  do {                                                                                      \
-    ::treeverify::DeviceInfo tv_dev;                                                        \
-    const int tv_ordinal = ::treeverify::detail::cuda_current_device();                     \
-    if (!::treeverify::detail::cuda_device_info(tv_ordinal < 0 ? 0 : tv_ordinal, &tv_dev)   \
-             .ok() ||                                                                       \
-        tv_dev.cc_major < 9)                                                                \
-      GTEST_SKIP() << "the pair variant needs clusters (sm_90+)";                           \
-    if (!::treeverify::detail::this_build().all_variants)                                   \
-      GTEST_SKIP() << "the pair variant is compiled only with TREEVERIFY_ALL_VARIANTS";     \
+// A variant no table selects (PlanTuning::variant, PlanTuning::pair_ctas) is compiled only
+// with every variant; a test of one skips itself elsewhere.
+#define TV_SKIP_WITHOUT_ALL_VARIANTS()                                                     \
+  do {                                                                                     \
+    if (!::treeverify::detail::this_build().all_variants)                                  \
+      GTEST_SKIP() << "variants no table selects need TREEVERIFY_ALL_VARIANTS";            \
   } while (0)
 
-// A variant no table selects (PlanTuning::variant: r64-s2-k2) is compiled only with every
-// variant; a test of it skips itself elsewhere.
-#define TV_SKIP_WITHOUT_ALL_VARIANTS()                                                    \
+// The pair variant also needs thread-block clusters (sm_90+).
+#define TV_SKIP_WITHOUT_PAIR_CTAS()                                                       \
   do {                                                                                    \
-    if (!::treeverify::detail::this_build().all_variants)                                 \
-      GTEST_SKIP() << "variants no table selects are compiled only with TREEVERIFY_ALL_VARIANTS"; \
+    ::treeverify::DeviceInfo tv_dev;                                                      \
+    const int tv_ordinal = ::treeverify::detail::cuda_current_device();                   \
+    if (!::treeverify::detail::cuda_device_info(tv_ordinal < 0 ? 0 : tv_ordinal, &tv_dev) \
+             .ok() ||                                                                     \
+        tv_dev.cc_major < 9)                                                              \
+      GTEST_SKIP() << "the pair variant needs clusters (sm_90+)";                         \
+    TV_SKIP_WITHOUT_ALL_VARIANTS();                                                       \
   } while (0)
 
 // A fresh seed per call, printed on failure so the case can be replayed: with

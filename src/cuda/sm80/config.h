@@ -383,20 +383,19 @@ constexpr bool fast_mode_variant(VariantId id) {
 template <typename V>
 constexpr bool instance_selectable(KvMode mode) {
   constexpr VariantId id = variant_id<V>();
+  constexpr bool kTabled = [] {
+    for (const TileConfig& c : kTileConfigs)
+      if (table_selects(c.arch, id)) return true;
+    return false;
+  }();
   // The variants no table selects (PlanTuning::pair_ctas, PlanTuning::variant): 16-bit caches
   // only. The pair reads no e4m3; e4m3 exact mode spills r64-s2-k2 on sm_120 (12 bytes, nvcc
   // 13.0) and r64-s3-t16-w16 on sm_89 and sm_90 (8), and fast mode's products are laid out for
   // 8 warps of 4 k-groups.
-  if constexpr (id == VariantId::kR64C2 || id == VariantId::kR64S2K2 ||
-                id == VariantId::kR64S3T16W16) {
-    return mode == KvMode::k16;
-  } else {
-    if (mode == KvMode::kE4M3) return e4m3_variant(id);
-    if (mode == KvMode::kE4M3Fast) return fast_mode_variant(id);
-    for (const TileConfig& c : kTileConfigs)
-      if (table_selects(c.arch, id)) return true;
-    return false;
-  }
+  if (!kTabled) return mode == KvMode::k16;
+  if (mode == KvMode::kE4M3) return e4m3_variant(id);
+  if (mode == KvMode::kE4M3Fast) return fast_mode_variant(id);
+  return true;
 }
 
 // The most shared memory a block may have on SM version `arch`: 163 KB on sm_80/87, 227 KB
